@@ -1,0 +1,3 @@
+"""voicepipe: a real-time voice assistant pipeline for laptop-class CPUs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,108 @@
+"""`voicepipe …` command line.
+
+Each subcommand lives in its own module under ``voicepipe/commands/`` and
+exposes ``register(subparsers)``; ``bench`` and ``train`` collect their
+sub-subcommands the same way from ``voicepipe/bench/`` and
+``voicepipe/training/`` (modules defining ``register``). Command modules
+import heavy libraries inside their handlers so that ``--help`` stays fast.
+
+Every subcommand accepts config overrides ``--section.key=value`` and
+``--config FILE``; handlers receive them as ``args.config`` (a loaded
+``voicepipe.config.Config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+from types import ModuleType
+
+from voicepipe import __version__, config
+
+
+def _modules(package: str) -> list[ModuleType]:
+    pkg = importlib.import_module(package)
+    mods = []
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{package}.{info.name}")
+        if hasattr(mod, "register"):
+            mods.append(mod)
+    return mods
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="voicepipe",
+        description=(
+            "Real-time voice assistant pipeline: streaming ASR → speculative LLM → "
+            "speculative audio-token TTS → jitter-buffered playback over WebSockets. "
+            "Every subcommand takes --config FILE and overrides like --llm.spec_k=4."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"voicepipe {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _modules("voicepipe.commands"):
+        mod.register(sub)
+    for name, package, help_text in (
+        ("bench", "voicepipe.bench", "measure speed/quality, print JSON"),
+        ("train", "voicepipe.training", "generate data and train the project's models"),
+    ):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        group = p.add_subparsers(dest=f"{name}_command", metavar="WHAT")
+        for mod in _modules(package):
+            mod.register(group)
+        p.set_defaults(func=lambda args, p=p: p.print_help() or 2)
+    return parser
+
+
+def add_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", dest="config_file", default=None, help="TOML config file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        rest, overrides = config.split_overrides(argv)
+    except config.ConfigError as e:
+        print(f"voicepipe: {e}", file=sys.stderr)
+        return 2
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(rest)
+    config_file = None
+    if "--config" in unknown:
+        i = unknown.index("--config")
+        if i + 1 >= len(unknown):
+            parser.error("--config needs a FILE")
+        config_file = unknown[i + 1]
+        del unknown[i : i + 2]
+    config_file = getattr(args, "config_file", None) or config_file
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        args.config = config.load(config_file, overrides)
+    except config.ConfigError as e:
+        print(f"voicepipe: config error: {e}", file=sys.stderr)
+        return 2
+    try:
+        rc = args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

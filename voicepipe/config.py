@@ -1,0 +1,254 @@
+"""TOML configuration → frozen dataclasses, with ``--section.key=value`` overrides.
+
+The dataclass defaults below are the built-in defaults; ``configs/default.toml``
+spells the same values out (a test keeps the two equal). An unknown section or
+key, or a value of the wrong type, raises ``ConfigError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    pipeline: str = "assistant"
+    max_sessions: int = 8
+    max_message_bytes: int = 1 << 20
+    idle_timeout_s: float = 60.0
+    auth_token: str = ""
+    # Empty list: only the server's own host (and non-browser clients) may connect.
+    allowed_origins: list[str] = field(default_factory=list)
+    web_root: str = ""  # empty: the web/ folder next to the package
+
+
+@dataclass(frozen=True)
+class AudioConfig:
+    asr_sample_rate: int = 16000  # what VAD and ASR consume
+    output_sample_rate: int = 22050  # what the TTS produces (HiFi-GAN)
+    frame_ms: int = 20  # wire frame length for reply audio
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    threshold: float = 0.5
+    chunk_ms: int = 32
+    min_speech_ms: int = 200
+    end_silence_ms: int = 400
+    max_utterance_s: float = 20.0
+
+
+@dataclass(frozen=True)
+class AsrConfig:
+    model: str = "whisper-tiny.en"
+    compute_type: str = "int8"
+    threads: int = 2
+    beam_size: int = 1
+    language: str = "en"
+    partial_interval_ms: int = 400
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    model: str = "smollm2-135m"
+    weights: str = "int8"  # fp32 | bf16 | int8 | int4
+    drafter: str = "ngram"  # none | ngram | draft model name
+    spec_k: int = 4
+    adaptive_k: bool = True
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 160
+    system_prompt: str = (
+        "You are a helpful voice assistant. Answer in one to three short spoken sentences."
+    )
+
+
+@dataclass(frozen=True)
+class TtsConfig:
+    backend: str = "codec-lm"  # codec-lm | hibari
+    rule: str = "relaxed"  # greedy | exact | relaxed | topk | acoustic
+    beta: float = 0.2
+    top_k: int = 3
+    spec_k: int = 4
+    adaptive_k: bool = True
+    temperature: float = 0.7
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class CodecConfig:
+    backend: str = "melvq"  # melvq | encodec
+    q: int = 4
+    model: str = "melvq-hibari"
+    vocoder: str = "hifigan-universal"
+    chunk_frames: int = 8  # token steps per streamed decoder chunk
+    encodec_path: str = ""
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    lead_ms: int = 60  # how far ahead of real time the server may send
+
+
+@dataclass(frozen=True)
+class JitterConfig:
+    quantile: float = 0.95
+    min_delay_ms: int = 20
+    max_delay_ms: int = 400
+    start_margin_ms: int = 20
+    history: int = 200
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    file: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    audio: AudioConfig = field(default_factory=AudioConfig)
+    vad: VadConfig = field(default_factory=VadConfig)
+    asr: AsrConfig = field(default_factory=AsrConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    tts: TtsConfig = field(default_factory=TtsConfig)
+    codec: CodecConfig = field(default_factory=CodecConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+    jitter: JitterConfig = field(default_factory=JitterConfig)
+    trace: TraceConfig = field(default_factory=TraceConfig)
+
+
+DEFAULT_TOML = Path(__file__).resolve().parent.parent / "configs" / "default.toml"
+
+
+def _coerce(key: str, value: Any, typ: Any) -> Any:
+    origin = typing.get_origin(typ)
+    if origin is list:
+        (item,) = typing.get_args(typ)
+        if isinstance(value, str):  # CLI: comma-separated
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return [_coerce(key, v, item) for v in value]
+    if origin in (typing.Union, types.UnionType):
+        raise ConfigError(f"{key}: unsupported type {typ}")
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if typ is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        try:
+            return int(value) if isinstance(value, (int, str)) else _bad(key, value, "an integer")
+        except ValueError:
+            _bad(key, value, "an integer")
+    if typ is float:
+        if isinstance(value, bool):
+            _bad(key, value, "a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            _bad(key, value, "a number")
+    if typ is str:
+        if not isinstance(value, str):
+            _bad(key, value, "a string")
+        return value
+    raise ConfigError(f"{key}: unsupported type {typ}")
+
+
+def _bad(key: str, value: Any, what: str) -> typing.NoReturn:
+    raise ConfigError(f"{key}: expected {what}, got {value!r}")
+
+
+def _section_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _apply(cfg: Config, section: str, key: str, value: Any) -> Config:
+    sections = _section_types(Config)
+    if section not in sections:
+        raise ConfigError(f"unknown config section [{section}] (known: {', '.join(sections)})")
+    sec_cls = sections[section]
+    keys = _section_types(sec_cls)
+    if key not in keys:
+        raise ConfigError(f"unknown config key {section}.{key} (known: {', '.join(keys)})")
+    new_sec = dataclasses.replace(
+        getattr(cfg, section), **{key: _coerce(f"{section}.{key}", value, keys[key])}
+    )
+    return dataclasses.replace(cfg, **{section: new_sec})
+
+
+def load(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Defaults, then the TOML file (if any), then ``section.key=value`` overrides."""
+    cfg = Config()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{p}: {e}") from e
+        for section, table in data.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{p}: top-level key {section!r} must be a [section]")
+            for key, value in table.items():
+                cfg = _apply(cfg, section, key, value)
+    for item in overrides or []:
+        name, sep, value = item.removeprefix("--").partition("=")
+        section, dot, key = name.partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"override {item!r}: expected --section.key=value")
+        cfg = _apply(cfg, section, key, value)
+    return cfg
+
+
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Separate ``--section.key=value`` / ``--section.key value`` from other arguments."""
+    rest: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
+        if "." in name and not name.startswith("."):
+            if "=" in arg:
+                overrides.append(arg[2:])
+            elif i + 1 < len(argv):
+                overrides.append(f"{name}={argv[i + 1]}")
+                i += 1
+            else:
+                raise ConfigError(f"override {arg!r} has no value")
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, overrides
+
+
+def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,168 @@
+"""Typed frames that flow between pipeline stages.
+
+Every frame carries ``turn_id`` (which user turn it belongs to; 0 before the
+first turn) and ``t_ns`` (creation time on the shared clock). System frames
+jump the queue in every stage (see ``voicepipe.stage``); data frames keep their
+order. No dict payloads: each kind of payload is its own class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voicepipe.clock import now_ns
+
+
+@dataclass(kw_only=True)
+class Frame:
+    turn_id: int = 0
+    t_ns: int = field(default_factory=now_ns)
+
+    @property
+    def is_system(self) -> bool:
+        return isinstance(self, SystemFrame)
+
+
+@dataclass(kw_only=True)
+class SystemFrame(Frame):
+    """Handled before any queued data frame."""
+
+
+# ---------------------------------------------------------------- system frames
+
+
+@dataclass(kw_only=True)
+class Interrupt(SystemFrame):
+    """The user barged in: drop every in-flight piece of work for turns < turn_id."""
+
+    reason: str = "barge-in"
+
+
+@dataclass(kw_only=True)
+class Cancel(SystemFrame):
+    """Cancel the work of exactly this turn (e.g. a preemptive reply that lost)."""
+
+    reason: str = ""
+
+
+@dataclass(kw_only=True)
+class End(SystemFrame):
+    """The session is over; stages flush and stop."""
+
+
+@dataclass(kw_only=True)
+class SpanFrame(SystemFrame):
+    """A finished latency span (names in DESIGN.md §9), travelling to the sink."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+
+@dataclass(kw_only=True)
+class MetricsFrame(SystemFrame):
+    """Counters a stage wants the client / trace to see (acceptance, underruns…)."""
+
+    source: str
+    values: dict[str, float | int]
+
+
+@dataclass(kw_only=True)
+class ErrorFrame(SystemFrame):
+    """A stage failed; the session ends with this code and message."""
+
+    code: str
+    message: str
+    fatal: bool = True
+
+
+@dataclass(kw_only=True)
+class PlaybackReport(SystemFrame):
+    """The client played ``played_samples`` samples of reply ``reply_turn`` by ``t_ns``.
+
+    Flows upstream so the LLM can keep only what the user actually heard.
+    """
+
+    reply_turn: int
+    played_samples: int
+    sample_rate: int
+    first_play_ns: int | None = None
+    done: bool = False
+
+
+# ---------------------------------------------------------------- data frames
+
+
+@dataclass(kw_only=True)
+class AudioIn(Frame):
+    """Mono float32 PCM from the user at ``sample_rate``; ``media_ns`` is its stream time."""
+
+    pcm: np.ndarray  # (N,) float32 in [-1, 1]
+    sample_rate: int
+    media_ns: int = 0
+    seq: int = 0
+
+
+@dataclass(kw_only=True)
+class SpeechStart(Frame):
+    """VAD saw speech begin at media time ``media_ns``."""
+
+    media_ns: int
+
+
+@dataclass(kw_only=True)
+class SpeechEnd(Frame):
+    """Endpoint: the user stopped speaking at media time ``media_ns`` (last speech frame)."""
+
+    media_ns: int
+
+
+@dataclass(kw_only=True)
+class TranscriptPartial(Frame):
+    text: str
+    stable_prefix: str = ""
+
+
+@dataclass(kw_only=True)
+class TranscriptFinal(Frame):
+    text: str
+    speech_end_media_ns: int = 0
+    speech_end_wall_ns: int = 0
+
+
+@dataclass(kw_only=True)
+class TextDelta(Frame):
+    """Reply text as the LLM produces it."""
+
+    text: str
+
+
+@dataclass(kw_only=True)
+class TextChunk(Frame):
+    """A speakable clause handed from the LLM to the TTS; ``last`` ends the reply."""
+
+    text: str
+    last: bool = False
+
+
+@dataclass(kw_only=True)
+class ReplyAudio(Frame):
+    """Reply speech, mono float32 at ``sample_rate``."""
+
+    pcm: np.ndarray  # (N,) float32
+    sample_rate: int
+
+
+@dataclass(kw_only=True)
+class ReplyEnd(Frame):
+    """No more reply text/audio for this turn."""
+
+    text: str = ""
