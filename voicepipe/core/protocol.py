@@ -1,0 +1,448 @@
+"""Wire protocol v1, sans-I/O: bytes/str in, typed objects out (and back).
+
+The normative description is docs/PROTOCOL.md; this module is its executable
+form. Nothing here touches a socket or a clock. Every malformed input raises
+``ProtocolError`` (carrying the WebSocket close code and reason the server
+uses), never any other exception.
+
+Binary messages are audio frames: a fixed 20-byte little-endian header
+followed by PCM16 mono little-endian samples. Text messages are JSON objects
+with a ``type`` field; each type is one dataclass below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import struct
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+VERSION = 1
+FORMAT_PCM16 = "pcm16"
+MIN_SAMPLE_RATE = 8000
+MAX_SAMPLE_RATE = 48000
+
+# ---------------------------------------------------------------- close codes
+
+CLOSE_NORMAL = 1000  # the session ended as asked (client sent "end", all replies done)
+CLOSE_GOING_AWAY = 1001  # the server is shutting down
+CLOSE_PROTOCOL_ERROR = 1002  # malformed frame/message, or a message out of order
+CLOSE_MESSAGE_TOO_BIG = 1009  # a message above the server's max_message_bytes
+CLOSE_INTERNAL_ERROR = 1011  # a pipeline stage failed; an "error" message precedes it
+CLOSE_TOO_MANY_SESSIONS = 1013  # "try again later": max_sessions reached
+CLOSE_BAD_AUTH = 4001  # the hello lacked the configured token, or it was wrong
+CLOSE_BAD_ORIGIN = 4003  # Origin not allowed (normally refused with HTTP 403 already)
+CLOSE_IDLE_TIMEOUT = 4008  # nothing received for idle_timeout_s (or no hello in time)
+CLOSE_BAD_FORMAT = 4015  # unsupported audio format or sample rate
+
+CLOSE_REASONS: dict[int, str] = {
+    CLOSE_NORMAL: "session ended",
+    CLOSE_GOING_AWAY: "server shutting down",
+    CLOSE_PROTOCOL_ERROR: "protocol error",
+    CLOSE_MESSAGE_TOO_BIG: "message too big",
+    CLOSE_INTERNAL_ERROR: "pipeline error",
+    CLOSE_TOO_MANY_SESSIONS: "too many sessions",
+    CLOSE_BAD_AUTH: "bad auth token",
+    CLOSE_BAD_ORIGIN: "origin not allowed",
+    CLOSE_IDLE_TIMEOUT: "idle timeout",
+    CLOSE_BAD_FORMAT: "unsupported audio format or sample rate",
+}
+
+MAX_REASON_BYTES = 123  # RFC 6455: close payload ≤ 125 bytes, 2 of which are the code
+
+
+class ProtocolError(Exception):
+    """A peer broke the protocol. ``code`` is the close code to send, ``reason`` its text."""
+
+    def __init__(self, reason: str, code: int = CLOSE_PROTOCOL_ERROR) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+    @property
+    def close_reason(self) -> str:
+        """The reason clipped to what fits in a WebSocket close frame."""
+        raw = self.reason.encode("utf-8")[:MAX_REASON_BYTES]
+        return raw.decode("utf-8", errors="ignore")
+
+
+# ---------------------------------------------------------------- audio frames
+
+KIND_AUDIO_IN = 1  # client → server: microphone audio at the hello's sample_rate
+KIND_AUDIO_OUT = 2  # server → client: reply audio at the session's output_sample_rate
+KINDS = (KIND_AUDIO_IN, KIND_AUDIO_OUT)
+
+FLAG_LAST = 0x0001  # last frame of a reply (server → client)
+KNOWN_FLAGS = FLAG_LAST
+
+# version u8, kind u8, flags u16, seq u32, turn_id u32, media_ts u64 (samples)
+HEADER = struct.Struct("<BBHIIQ")
+HEADER_BYTES = HEADER.size  # 20
+U32 = 1 << 32
+U64 = 1 << 64
+
+
+@dataclass(frozen=True)
+class AudioFrame:
+    """One binary message. ``media_ts`` is the index of the first sample on the stream's
+    timeline (at that stream's sample rate); ``pcm`` holds int16 samples."""
+
+    kind: int
+    seq: int
+    media_ts: int
+    pcm: np.ndarray  # (N,) int16
+    turn_id: int = 0
+    flags: int = 0
+
+    @property
+    def last(self) -> bool:
+        return bool(self.flags & FLAG_LAST)
+
+    def float32(self) -> np.ndarray:
+        return self.pcm.astype(np.float32) / 32768.0
+
+
+def encode_audio(frame: AudioFrame) -> bytes:
+    if frame.kind not in KINDS:
+        raise ProtocolError(f"unknown audio kind {frame.kind}")
+    if frame.flags & ~KNOWN_FLAGS or not 0 <= frame.flags < 1 << 16:
+        raise ProtocolError(f"unknown audio flags {frame.flags:#x}")
+    if not (0 <= frame.seq < U32 and 0 <= frame.turn_id < U32 and 0 <= frame.media_ts < U64):
+        raise ProtocolError("audio header field out of range")
+    pcm = np.asarray(frame.pcm)
+    if pcm.ndim != 1 or pcm.dtype != np.int16:
+        raise ProtocolError("audio payload must be 1-D int16")
+    header = HEADER.pack(VERSION, frame.kind, frame.flags, frame.seq, frame.turn_id, frame.media_ts)
+    return header + pcm.astype("<i2").tobytes()
+
+
+def decode_audio(data: bytes | bytearray | memoryview) -> AudioFrame:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ProtocolError("audio frame must be binary")
+    data = bytes(data)
+    if len(data) < HEADER_BYTES:
+        raise ProtocolError(f"audio frame shorter than its {HEADER_BYTES}-byte header")
+    version, kind, flags, seq, turn_id, media_ts = HEADER.unpack_from(data)
+    if version != VERSION:
+        raise ProtocolError(f"unsupported audio frame version {version}")
+    if kind not in KINDS:
+        raise ProtocolError(f"unknown audio kind {kind}")
+    if flags & ~KNOWN_FLAGS:
+        raise ProtocolError(f"unknown audio flags {flags:#x}")
+    payload = data[HEADER_BYTES:]
+    if len(payload) % 2:
+        raise ProtocolError("PCM16 payload has an odd number of bytes")
+    pcm = np.frombuffer(payload, dtype="<i2").astype(np.int16)
+    return AudioFrame(kind=kind, seq=seq, media_ts=media_ts, pcm=pcm, turn_id=turn_id, flags=flags)
+
+
+def pcm16_from_float(pcm: np.ndarray) -> np.ndarray:
+    return (np.clip(np.asarray(pcm, dtype=np.float32), -1.0, 1.0) * 32767.0).round().astype(
+        np.int16
+    )
+
+
+# ---------------------------------------------------------------- text messages
+
+Json = Any  # a JSON value (str, int, float, bool, None, list, dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    TYPE: ClassVar[str] = ""
+
+
+# client → server -----------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hello(Message):
+    """First message of every session. ``output_sample_rate`` 0 = server's choice."""
+
+    TYPE: ClassVar[str] = "hello"
+    version: int = VERSION
+    sample_rate: int
+    format: str = FORMAT_PCM16
+    output_sample_rate: int = 0
+    token: str = ""
+    client: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InterruptMsg(Message):
+    """Client → server: stop the current reply (e.g. a stop button); server → client:
+    drop queued audio of turns < turn_id (barge-in)."""
+
+    TYPE: ClassVar[str] = "interrupt"
+    turn_id: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Playback(Message):
+    """Which sample of which reply the client played when (client clock, ms).
+
+    ``played_samples`` counts samples of reply ``turn_id`` played so far at
+    ``sample_rate``; ``first_play_ms`` is when the first of them was played and
+    ``now_ms`` when this report was written, both on the client's own monotonic
+    clock (the server only uses their difference). ``counters`` are the
+    playout buffer's counters (underruns, concealed_ms, …)."""
+
+    TYPE: ClassVar[str] = "playback"
+    turn_id: int
+    played_samples: int
+    sample_rate: int
+    first_play_ms: float | None = None
+    now_ms: float = 0.0
+    done: bool = False
+    counters: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndInput(Message):
+    """No more audio will come; the server finishes the replies, says "done", closes 1000."""
+
+    TYPE: ClassVar[str] = "end"
+
+
+# server → client -----------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class HelloAck(Message):
+    TYPE: ClassVar[str] = "hello_ack"
+    version: int = VERSION
+    session_id: str
+    pipeline: str
+    input_sample_rate: int
+    output_sample_rate: int
+    frame_ms: int
+    max_message_bytes: int
+    idle_timeout_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transcript(Message):
+    """ASR text for ``turn_id``. ``speech_end_ms``: media time (ms on the client's input
+    timeline) of the last speech sample, set on finals."""
+
+    TYPE: ClassVar[str] = "transcript"
+    turn_id: int
+    text: str
+    final: bool = False
+    speech_end_ms: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplyStart(Message):
+    """The first audio frame of reply ``turn_id`` follows; it starts at ``media_ts``."""
+
+    TYPE: ClassVar[str] = "reply_start"
+    turn_id: int
+    media_ts: int
+    sample_rate: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplyText(Message):
+    TYPE: ClassVar[str] = "reply_text"
+    turn_id: int
+    delta: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplyEndMsg(Message):
+    """Reply ``turn_id`` is complete (or was cut: ``interrupted``); ``samples`` were sent."""
+
+    TYPE: ClassVar[str] = "reply_end"
+    turn_id: int
+    text: str = ""
+    samples: int = 0
+    interrupted: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Span(Message):
+    """A finished latency span (names: DESIGN.md §9). Times are ms on the server clock
+    since the session started."""
+
+    TYPE: ClassVar[str] = "span"
+    turn_id: int
+    name: str
+    start_ms: float
+    duration_ms: float
+    attrs: dict[str, Json] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metrics(Message):
+    TYPE: ClassVar[str] = "metrics"
+    turn_id: int = 0
+    source: str
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Error(Message):
+    """``code`` is a short machine-readable string; ``fatal`` errors are followed by a close."""
+
+    TYPE: ClassVar[str] = "error"
+    code: str
+    message: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Done(Message):
+    """Answer to "end": every reply has been sent; a 1000 close follows."""
+
+    TYPE: ClassVar[str] = "done"
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    cls.TYPE: cls
+    for cls in (
+        Hello,
+        InterruptMsg,
+        Playback,
+        EndInput,
+        HelloAck,
+        Transcript,
+        ReplyStart,
+        ReplyText,
+        ReplyEndMsg,
+        Span,
+        Metrics,
+        Error,
+        Done,
+    )
+}
+CLIENT_TYPES = frozenset({"hello", "interrupt", "playback", "end"})
+SERVER_TYPES = frozenset(MESSAGE_TYPES) - {"hello", "playback", "end"}
+
+_MAX_INT = 1 << 53  # exactly representable in JavaScript
+
+
+def _check(name: str, value: Any, typ: Any) -> Any:
+    """Validate one decoded JSON value against a field's annotation."""
+    origin = typing.get_origin(typ)
+    args = typing.get_args(typ)
+    if args and type(None) in args:  # X | None
+        if value is None:
+            return None
+        (typ,) = [a for a in args if a is not type(None)]
+        return _check(name, value, typ)
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ProtocolError(f"field {name!r} must be an object")
+        if args[1] is float:
+            return {k: _check(f"{name}.{k}", v, float) for k, v in value.items()}
+        return dict(value)
+    if typ is bool:
+        if not isinstance(value, bool):
+            raise ProtocolError(f"field {name!r} must be true/false")
+        return value
+    if typ is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProtocolError(f"field {name!r} must be an integer")
+        if not -_MAX_INT <= value <= _MAX_INT:
+            raise ProtocolError(f"field {name!r} out of range")
+        return value
+    if typ is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ProtocolError(f"field {name!r} must be a number")
+        if not math.isfinite(value):
+            raise ProtocolError(f"field {name!r} must be finite")
+        return float(value)
+    if typ is str:
+        if not isinstance(value, str):
+            raise ProtocolError(f"field {name!r} must be a string")
+        return value
+    raise ProtocolError(f"field {name!r}: unsupported type")  # pragma: no cover
+
+
+_HINTS: dict[type, dict[str, Any]] = {
+    cls: typing.get_type_hints(cls) for cls in MESSAGE_TYPES.values()
+}
+
+
+def _reject_constant(token: str) -> Any:
+    raise ProtocolError(f"JSON constant {token} is not allowed")
+
+
+def decode_message(data: str | bytes) -> Message:
+    """Parse one text message. Unknown fields are ignored (forward compatibility)."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+        if not isinstance(text, str):
+            raise ProtocolError("text message must be a string")
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except ProtocolError:
+        raise
+    except (ValueError, RecursionError, UnicodeDecodeError) as e:
+        raise ProtocolError(f"invalid JSON: {str(e)[:80]}") from None
+    if not isinstance(obj, dict):
+        raise ProtocolError("message must be a JSON object")
+    kind = obj.get("type")
+    if not isinstance(kind, str) or kind not in MESSAGE_TYPES:
+        raise ProtocolError(f"unknown message type {str(kind)[:40]!r}")
+    cls = MESSAGE_TYPES[kind]
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in obj:
+            kwargs[f.name] = _check(f.name, obj[f.name], _HINTS[cls][f.name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ProtocolError(f"{kind}: missing field {f.name!r}")
+    return cls(**kwargs)
+
+
+def encode_message(msg: Message) -> str:
+    body: dict[str, Any] = {"type": msg.TYPE}
+    body.update(dataclasses.asdict(msg))
+    try:
+        return json.dumps(body, separators=(",", ":"), allow_nan=False, default=_jsonable)
+    except (TypeError, ValueError) as e:
+        raise ProtocolError(f"cannot encode {msg.TYPE}: {e}") from None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def decode(data: str | bytes) -> Message | AudioFrame:
+    """One WebSocket message: ``str`` → text message, ``bytes`` → audio frame."""
+    if isinstance(data, str):
+        return decode_message(data)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return decode_audio(data)
+    raise ProtocolError("message must be text or binary")
+
+
+def check_hello(
+    hello: Hello, *, token: str, max_output_sample_rate: int = MAX_SAMPLE_RATE
+) -> None:
+    """Server-side admission of a hello: version, format, rates, token."""
+    if hello.version != VERSION:
+        raise ProtocolError(f"unsupported protocol version {hello.version}", CLOSE_PROTOCOL_ERROR)
+    if hello.format != FORMAT_PCM16:
+        raise ProtocolError(f"unsupported format {hello.format[:40]!r}", CLOSE_BAD_FORMAT)
+    if not MIN_SAMPLE_RATE <= hello.sample_rate <= MAX_SAMPLE_RATE:
+        raise ProtocolError(
+            f"sample_rate {hello.sample_rate} outside {MIN_SAMPLE_RATE}-{MAX_SAMPLE_RATE}",
+            CLOSE_BAD_FORMAT,
+        )
+    out = hello.output_sample_rate
+    if out != 0 and not MIN_SAMPLE_RATE <= out <= max_output_sample_rate:
+        raise ProtocolError(
+            f"output_sample_rate {out} outside {MIN_SAMPLE_RATE}-{max_output_sample_rate}",
+            CLOSE_BAD_FORMAT,
+        )
+    if token and hello.token != token:
+        raise ProtocolError("missing or wrong token", CLOSE_BAD_AUTH)
