@@ -166,3 +166,14 @@ class ReplyEnd(Frame):
     """No more reply text/audio for this turn."""
 
     text: str = ""
+
+
+@dataclass(kw_only=True)
+class InputEnd(Frame):
+    """In-order marker: the client sent its last audio (protocol message ``end``).
+
+    Unlike the system frame ``End`` (stop now), this queues behind the data
+    before it: a stage finishes (flushes) what it holds, then pushes it on.
+    When it reaches the sink every reply has been sent and the server says
+    ``done``.
+    """
