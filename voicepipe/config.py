@@ -50,6 +50,7 @@ class AudioConfig:
 class VadConfig:
     threshold: float = 0.5
     chunk_ms: int = 32
+    start_ms: int = 64  # consecutive speech before SpeechStart (barge-in waits on it)
     min_speech_ms: int = 200
     end_silence_ms: int = 400
     max_utterance_s: float = 20.0
@@ -63,6 +64,11 @@ class AsrConfig:
     beam_size: int = 1
     language: str = "en"
     partial_interval_ms: int = 400
+    # Whisper's window = the utterance + this much padding instead of a fixed 30 s:
+    # the encoder's cost scales with the window.
+    window_pad_s: float = 3.0
+    no_speech_threshold: float = 0.6  # drop a decode whose no-speech probability is above
+    early_final_ms: int = 160  # trailing silence after which the final is decoded ahead
 
 
 @dataclass(frozen=True)
