@@ -142,9 +142,9 @@ def decode_audio(data: bytes | bytearray | memoryview) -> AudioFrame:
 
 
 def pcm16_from_float(pcm: np.ndarray) -> np.ndarray:
-    return (np.clip(np.asarray(pcm, dtype=np.float32), -1.0, 1.0) * 32767.0).round().astype(
-        np.int16
-    )
+    """Exact inverse of ``AudioFrame.float32`` (scale 32768), so PCM16 survives a round trip."""
+    scaled = np.round(np.asarray(pcm, dtype=np.float32) * 32768.0)
+    return np.clip(scaled, -32768, 32767).astype(np.int16)
 
 
 # ---------------------------------------------------------------- text messages

@@ -1,0 +1,276 @@
+"""One WebSocket session: hello, one Pipeline, wire ↔ frames, clean teardown.
+
+Whatever a client does (garbage, oversize messages, vanishing mid-stream),
+only its own session ends, with a close code from docs/PROTOCOL.md, and every
+task the session started is reaped before ``run`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import TYPE_CHECKING
+
+import numpy as np
+import soxr
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from voicepipe import pipelines
+from voicepipe.clock import now_ns
+from voicepipe.core import protocol as P
+from voicepipe.frames import (
+    AudioIn,
+    ErrorFrame,
+    Frame,
+    InputEnd,
+    Interrupt,
+    MetricsFrame,
+    PlaybackReport,
+    SpanFrame,
+    TextDelta,
+    TranscriptFinal,
+    TranscriptPartial,
+)
+from voicepipe.pipeline import Pipeline
+from voicepipe.stages.output import AudioOut, ReplyFinished, ReplyStarted
+
+if TYPE_CHECKING:
+    from voicepipe.server.app import Server
+
+log = logging.getLogger(__name__)
+MAX_GAP_S = 1.0  # a jump in input media_ts is filled with at most this much silence
+
+
+class Session:
+    def __init__(self, server: Server, ws: ServerConnection) -> None:
+        self.server = server
+        self.cfg = server.cfg
+        self.ws = ws
+        self.id = uuid.uuid4().hex[:12]
+        self.info: pipelines.SessionInfo | None = None
+        self.pipeline: Pipeline | None = None
+        self.close_code = P.CLOSE_NORMAL
+        self.close_reason = P.CLOSE_REASONS[P.CLOSE_NORMAL]
+        self._ended = asyncio.Event()  # the session should close now (done or fatal error)
+        self._turn = 0  # newest turn the client interrupted into; stamps AudioIn
+        self._in_next_ts: int | None = None
+        self._in_seq = 0
+        self._resampler: soxr.ResampleStream | None = None
+        self._asr_samples = 0  # AudioIn samples produced so far
+        self._asr_origin_ns = 0  # input media time of the first AudioIn sample
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _set_close(self, code: int, reason: str) -> None:
+        if self.close_code == P.CLOSE_NORMAL:
+            self.close_code, self.close_reason = code, reason
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except P.ProtocolError as e:
+            self._set_close(e.code, f"{P.CLOSE_REASONS.get(e.code, 'error')}: {e.reason}")
+        except ConnectionClosed:
+            pass
+        finally:
+            if self.pipeline is not None:
+                await self.pipeline.stop(timeout=1.0)
+            with contextlib.suppress(ConnectionClosed):
+                reason = P.ProtocolError(self.close_reason).close_reason
+                await self.ws.close(self.close_code, reason)
+
+    async def _run(self) -> None:
+        hello = await self._hello()
+        cfg = self.cfg
+        self.info = pipelines.SessionInfo(
+            session_id=self.id,
+            input_sample_rate=hello.sample_rate,
+            asr_sample_rate=cfg.audio.asr_sample_rate,
+            output_sample_rate=hello.output_sample_rate or cfg.audio.output_sample_rate,
+            frame_ms=cfg.audio.frame_ms,
+            client=hello.client,
+            pipeline=self.server.pipeline_name,
+        )
+        if hello.sample_rate != cfg.audio.asr_sample_rate:
+            self._resampler = soxr.ResampleStream(hello.sample_rate, cfg.audio.asr_sample_rate, 1,
+                                                  dtype="float32", quality="HQ")
+        try:
+            # Constructors may load models: keep that off the loop other sessions run on.
+            stages = await asyncio.to_thread(pipelines.build, self.server.pipeline_name, cfg,
+                                             self.info)
+        except Exception as e:
+            log.exception("session %s: building pipeline failed", self.id)
+            await self._send_msg(P.Error(code="stage_error", message=str(e)[:300], fatal=True))
+            raise P.ProtocolError(str(e), P.CLOSE_INTERNAL_ERROR) from None
+        self.pipeline = Pipeline(stages, self._sink)
+        await self._send_msg(P.HelloAck(
+            session_id=self.id, pipeline=self.server.pipeline_name,
+            input_sample_rate=hello.sample_rate, output_sample_rate=self.info.output_sample_rate,
+            frame_ms=cfg.audio.frame_ms, max_message_bytes=cfg.server.max_message_bytes,
+            idle_timeout_s=cfg.server.idle_timeout_s,
+        ))
+        await self.pipeline.start()
+        recv = asyncio.create_task(self._recv_loop(), name=f"recv:{self.id}")
+        ended = asyncio.create_task(self._ended.wait(), name=f"ended:{self.id}")
+        stopped = asyncio.create_task(self.pipeline.done.wait(), name=f"done:{self.id}")
+        tasks = (recv, ended, stopped)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if not recv.cancelled() and recv.exception() is not None:
+            raise recv.exception()  # ProtocolError → its close code; ConnectionClosed → quiet
+
+    async def _hello(self) -> P.Hello:
+        try:
+            data = await asyncio.wait_for(self.ws.recv(), self.cfg.server.idle_timeout_s)
+        except asyncio.TimeoutError:
+            raise P.ProtocolError("no hello", P.CLOSE_IDLE_TIMEOUT) from None
+        msg = P.decode(data)
+        if not isinstance(msg, P.Hello):
+            raise P.ProtocolError("the first message must be hello")
+        P.check_hello(msg, token=self.cfg.server.auth_token)
+        return msg
+
+    async def _recv_loop(self) -> None:
+        assert self.pipeline is not None
+        timeout = self.cfg.server.idle_timeout_s
+        while True:
+            try:
+                data = await asyncio.wait_for(self.ws.recv(), timeout)
+            except asyncio.TimeoutError:
+                raise P.ProtocolError("nothing received", P.CLOSE_IDLE_TIMEOUT) from None
+            msg = P.decode(data)
+            if isinstance(msg, P.AudioFrame):
+                await self._on_audio(msg)
+            elif isinstance(msg, P.InterruptMsg):
+                # The client names the newest turn it wants stopped; Interrupt(t) drops < t.
+                self._turn = max(self._turn, msg.turn_id + 1)
+                await self.pipeline.interrupt(self._turn, msg.reason or "client")
+            elif isinstance(msg, P.Playback):
+                await self.pipeline.put(self._playback(msg))
+            elif isinstance(msg, P.EndInput):
+                await self._flush_input()
+                await self.pipeline.put(InputEnd(turn_id=self._turn))
+            elif isinstance(msg, P.Hello):
+                raise P.ProtocolError("second hello")
+            else:
+                raise P.ProtocolError(f"{msg.TYPE} is a server message")
+
+    # ------------------------------------------------------------------ input
+
+    async def _on_audio(self, frame: P.AudioFrame) -> None:
+        assert self.pipeline is not None and self.info is not None
+        if frame.kind != P.KIND_AUDIO_IN:
+            raise P.ProtocolError("clients send audio kind 1 only")
+        rate = self.info.input_sample_rate
+        pcm = frame.float32()
+        if self._in_next_ts is None:
+            self._asr_origin_ns = frame.media_ts * 1_000_000_000 // rate
+        elif frame.media_ts > self._in_next_ts:  # a gap in time: fill it with silence
+            gap = min(frame.media_ts - self._in_next_ts, int(MAX_GAP_S * rate))
+            pcm = np.concatenate([np.zeros(gap, np.float32), pcm])
+        self._in_next_ts = frame.media_ts + len(frame.pcm)
+        if self._resampler is not None:
+            pcm = self._resampler.resample_chunk(pcm)
+        await self._emit_audio(pcm)
+
+    async def _flush_input(self) -> None:
+        if self._resampler is not None:
+            await self._emit_audio(self._resampler.resample_chunk(np.zeros(0, np.float32),
+                                                                  last=True))
+            self._resampler = None
+
+    async def _emit_audio(self, pcm: np.ndarray) -> None:
+        assert self.pipeline is not None and self.info is not None
+        if len(pcm) == 0:
+            return
+        asr_rate = self.info.asr_sample_rate
+        media_ns = self._asr_origin_ns + self._asr_samples * 1_000_000_000 // asr_rate
+        self._asr_samples += len(pcm)
+        await self.pipeline.put(AudioIn(turn_id=self._turn, pcm=pcm, sample_rate=asr_rate,
+                                        media_ns=media_ns, seq=self._in_seq))
+        self._in_seq += 1
+
+    def _playback(self, msg: P.Playback) -> PlaybackReport:
+        first = None
+        if msg.first_play_ms is not None:
+            # Client clock → ours: only the difference of its two readings is used.
+            first = now_ns() - round((msg.now_ms - msg.first_play_ms) * 1e6)
+        return PlaybackReport(turn_id=msg.turn_id, reply_turn=msg.turn_id,
+                              played_samples=msg.played_samples, sample_rate=msg.sample_rate,
+                              first_play_ns=first, done=msg.done)
+
+    # ------------------------------------------------------------------ output
+
+    async def _send_msg(self, msg: P.Message) -> None:
+        await self.ws.send(P.encode_message(msg))
+
+    def _ms(self, t_ns: int) -> float:
+        assert self.info is not None
+        return (t_ns - self.info.start_ns) / 1e6
+
+    async def _sink(self, frame: Frame) -> None:
+        """End of the pipeline → client. A closed socket just drops what follows."""
+        try:
+            await self._deliver(frame)
+        except ConnectionClosed:
+            self._ended.set()
+
+    async def _deliver(self, frame: Frame) -> None:
+        t = frame.turn_id
+        if isinstance(frame, AudioOut):
+            await self.ws.send(P.encode_audio(P.AudioFrame(
+                kind=P.KIND_AUDIO_OUT, seq=frame.seq, media_ts=frame.media_ts, pcm=frame.pcm,
+                turn_id=t, flags=P.FLAG_LAST if frame.last else 0)))
+        elif isinstance(frame, ReplyStarted):
+            await self._send_msg(P.ReplyStart(turn_id=t, media_ts=frame.media_ts,
+                                              sample_rate=frame.sample_rate))
+        elif isinstance(frame, ReplyFinished):
+            await self._send_msg(P.ReplyEndMsg(turn_id=t, text=frame.text, samples=frame.samples,
+                                               interrupted=frame.interrupted))
+        elif isinstance(frame, TextDelta):
+            await self._send_msg(P.ReplyText(turn_id=t, delta=frame.text))
+        elif isinstance(frame, TranscriptPartial):
+            await self._send_msg(P.Transcript(turn_id=t, text=frame.text))
+        elif isinstance(frame, TranscriptFinal):
+            await self._send_msg(P.Transcript(turn_id=t, text=frame.text, final=True,
+                                              speech_end_ms=frame.speech_end_media_ns / 1e6))
+        elif isinstance(frame, SpanFrame):
+            self.server.tracer.add(frame, session=self.id)
+            await self._send_msg(P.Span(turn_id=t, name=frame.name,
+                                        start_ms=self._ms(frame.start_ns),
+                                        duration_ms=frame.duration_ms,
+                                        attrs=_json_attrs(frame.attrs)))
+        elif isinstance(frame, MetricsFrame):
+            values = {k: float(v) for k, v in frame.values.items()}
+            await self._send_msg(P.Metrics(turn_id=t, source=frame.source, values=values))
+        elif isinstance(frame, Interrupt):
+            await self._send_msg(P.InterruptMsg(turn_id=t, reason=frame.reason))
+        elif isinstance(frame, ErrorFrame):
+            await self._send_msg(P.Error(code=frame.code, message=frame.message[:500],
+                                         fatal=frame.fatal))
+            if frame.fatal:
+                self._set_close(P.CLOSE_INTERNAL_ERROR, f"pipeline error: {frame.code}")
+                self._ended.set()
+        elif isinstance(frame, InputEnd):
+            await self._send_msg(P.Done())
+            self._ended.set()
+        # Anything else (SpeechStart, TextChunk, End, …) is internal to the pipeline.
+
+
+def _json_attrs(attrs: dict) -> dict:
+    out = {}
+    for k, v in attrs.items():
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, float) and not np.isfinite(v):
+            v = None
+        plain = isinstance(v, (str, int, float, bool, list, dict, type(None)))
+        out[str(k)] = v if plain else str(v)
+    return out
