@@ -1,0 +1,72 @@
+"""Config: built-in defaults == configs/default.toml; errors name the key; CLI overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from voicepipe import config
+from voicepipe.cli import main
+
+
+def test_defaults_equal_default_toml() -> None:
+    assert config.to_dict(config.load(config.DEFAULT_TOML)) == config.to_dict(config.Config())
+
+
+def test_default_toml_spells_out_every_key() -> None:
+    import tomllib
+
+    data = tomllib.loads(config.DEFAULT_TOML.read_text())
+    for f in dataclasses.fields(config.Config):
+        section = getattr(config.Config(), f.name)
+        assert set(data[f.name]) == {k.name for k in dataclasses.fields(section)}, f.name
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("[llm]\nspec_kk = 3\n")
+    with pytest.raises(config.ConfigError, match=r"llm\.spec_kk"):
+        config.load(p)
+    with pytest.raises(config.ConfigError, match=r"\[nope\]"):
+        config.load(None, ["nope.x=1"])
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [("llm.spec_k=four", "llm.spec_k"), ("tts.beta=high", "tts.beta"),
+     ("llm.adaptive_k=maybe", "llm.adaptive_k"), ("server.port=1.5", "server.port")],
+)
+def test_bad_value_is_named(override: str, key: str) -> None:
+    with pytest.raises(config.ConfigError, match=key.replace(".", r"\.")):
+        config.load(None, [override])
+
+
+def test_bad_value_in_file_is_named(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[server]\nmax_sessions = "many"\n')
+    with pytest.raises(config.ConfigError, match=r"server\.max_sessions"):
+        config.load(p)
+
+
+def test_overrides_and_file_order(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("[llm]\nspec_k = 6\n[server]\nallowed_origins = ['http://a']\n")
+    cfg = config.load(p, ["llm.spec_k=8", "tts.beta=0.5", "server.allowed_origins=http://x,http://y"])
+    assert cfg.llm.spec_k == 8 and cfg.tts.beta == 0.5
+    assert cfg.server.allowed_origins == ["http://x", "http://y"]
+    assert config.load(p).llm.spec_k == 6
+
+
+def test_split_overrides() -> None:
+    rest, ov = config.split_overrides(["serve", "--llm.spec_k", "3", "--port", "1",
+                                       "--tts.beta=0.1"])
+    assert rest == ["serve", "--port", "1"] and ov == ["llm.spec_k=3", "tts.beta=0.1"]
+
+
+def test_cli_reports_the_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "summarize", "x.jsonl", "--llm.nope=1"]) == 2
+    assert "llm.nope" in capsys.readouterr().err
+    assert main(["trace", "summarize", "x.jsonl", "--server.port=abc"]) == 2
+    assert "server.port" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""Pipeline: wiring, order, and a raising stage ends only its session with an ErrorFrame."""
+
+from __future__ import annotations
+
+import asyncio
+
+from voicepipe.frames import ErrorFrame, Frame, InputEnd, TextDelta
+from voicepipe.pipeline import Pipeline
+from voicepipe.stage import Stage
+
+
+class Upper(Stage):
+    name = "upper"
+
+    async def process(self, frame: Frame) -> None:
+        if isinstance(frame, TextDelta):
+            frame = TextDelta(turn_id=frame.turn_id, text=frame.text.upper())
+        await self.push(frame)
+
+
+class Boom(Stage):
+    name = "boom"
+
+    async def process(self, frame: Frame) -> None:
+        if isinstance(frame, TextDelta) and frame.text == "BOOM":
+            raise RuntimeError("stage exploded")
+        await self.push(frame)
+
+
+async def test_frames_flow_in_order_and_stop_is_clean() -> None:
+    out: list[Frame] = []
+    drained = asyncio.Event()
+
+    async def sink(f: Frame) -> None:
+        out.append(f)
+        if isinstance(f, InputEnd):
+            drained.set()
+
+    before = len(asyncio.all_tasks())
+    p = Pipeline([Upper(), Upper()], sink)
+    await p.start()
+    for w in "abc":
+        await p.put(TextDelta(text=w))
+    await p.put(InputEnd())  # in order, unlike End which jumps the queue
+    await asyncio.wait_for(drained.wait(), 2)
+    await p.stop()
+    assert [f.text for f in out if isinstance(f, TextDelta)] == ["A", "B", "C"]
+    assert [type(f).__name__ for f in out][-2:] == ["InputEnd", "End"]
+    assert len(asyncio.all_tasks()) == before
+
+
+async def test_raising_stage_ends_session_with_error_frame() -> None:
+    out: list[Frame] = []
+
+    async def sink(f: Frame) -> None:
+        out.append(f)
+
+    before = len(asyncio.all_tasks())
+    p = Pipeline([Upper(), Boom(), Upper()], sink)
+    await p.start()
+    await p.put(TextDelta(text="ok"))
+    await p.put(TextDelta(text="boom"))
+    await asyncio.wait_for(p.done.wait(), 2)
+    errors = [f for f in out if isinstance(f, ErrorFrame)]
+    assert len(errors) == 1 and errors[0].code == "stage_error"
+    assert "stage exploded" in errors[0].message
+    await p.put(TextDelta(text="after"))  # ignored, never raises
+    await p.stop()
+    await asyncio.sleep(0)
+    assert len(asyncio.all_tasks()) == before

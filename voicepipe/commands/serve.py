@@ -1,0 +1,73 @@
+"""`voicepipe serve`: the WebSocket server (/ws) and the browser page on one port."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from voicepipe.cli import add_config_arg
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the voice server (WebSocket /ws + the web/ page)",
+        description=(
+            "Serve voice sessions over WebSocket at ws://HOST:PORT/ws (protocol: "
+            "docs/PROTOCOL.md) and the browser page of web/ at http://HOST:PORT/. "
+            "Each session runs its own pipeline (voicepipe/pipelines/<name>.py). "
+            "Limits, auth token and allowed origins come from [server] in the config. "
+            "Ctrl-C (SIGINT) or SIGTERM closes every session with 1001 and exits."
+        ),
+    )
+    add_config_arg(p)
+    p.add_argument("--host", default=None, help="interface to bind (default: server.host)")
+    p.add_argument("--port", type=int, default=None,
+                   help="TCP port, 0 = any free port (default: server.port)")
+    p.add_argument("--pipeline", default=None,
+                   help="pipeline name, e.g. assistant or loopback (default: server.pipeline)")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="write every span on shutdown: .json = Chrome trace, else JSONL")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from voicepipe.pipelines import PipelineError
+
+    try:
+        return asyncio.run(_serve(args))
+    except PipelineError as e:
+        print(f"voicepipe serve: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"voicepipe serve: cannot listen: {e}", file=sys.stderr)
+        return 1
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from voicepipe.server.app import Server
+
+    server = Server(args.config, pipeline=args.pipeline, host=args.host, port=args.port,
+                    trace=args.trace)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"voicepipe: serving {server.url}  (WebSocket {server.ws_url}, "
+          f"pipeline {server.pipeline_name})", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        print("voicepipe: shutting down", file=sys.stderr, flush=True)
+        await server.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    if server.tracer.path is not None:
+        print(f"voicepipe: trace written to {server.tracer.path}", file=sys.stderr)
+    return 0
