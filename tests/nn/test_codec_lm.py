@@ -1,0 +1,117 @@
+"""Codec LM on tiny random models: shapes, causality, KV-cache equivalence, alignment."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from voicepipe.nn.codec_lm import CodecLM, ModelArgs, corrupt_prev, init_weights, lm_loss
+from voicepipe.nn.codec_tts import CodecLMScorer
+from voicepipe.nn.duration import DurArgs, DurationPredictor, duration_loss
+from voicepipe.nn.phonemes import LOOKAHEAD, align, n_frames_for
+
+ARGS = ModelArgs(n_phon=40, codebook=32, n_q=3, dim=32, n_layers=2, n_heads=2, max_frames=128)
+
+
+def _model(seed: int = 0, args: ModelArgs = ARGS) -> CodecLM:
+    torch.manual_seed(seed)
+    m = CodecLM(args)
+    init_weights(m)
+    return m.eval()
+
+
+def _cond(m: CodecLM, t: int = 20, p: int = 9) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1)
+    dur = torch.randint(1, 5, (p,), generator=g).tolist()
+    al = align(dur, n_frames=t)
+    phon = torch.randint(1, m.args.n_phon, (1, p), generator=g)
+    f = torch.from_numpy
+    return m.condition(phon, f(al.index)[None], f(al.ahead)[None], f(al.progress)[None],
+                       f(al.dur_bucket)[None])
+
+
+def test_alignment_covers_frames_in_order() -> None:
+    dur = [8, 2, 3, 0, 5, 4, 12]
+    al = align(dur)
+    assert al.n_frames == n_frames_for(dur) == int(sum(dur) * 600 * 22050 / 24000) // 1024
+    assert np.all(np.diff(al.index) >= 0)  # monotone
+    assert 3 not in al.index  # zero-length phoneme never under a frame centre
+    assert al.ahead.shape == (al.n_frames, LOOKAHEAD)
+    assert np.all(al.ahead[:, 0] >= al.index) and np.all(al.ahead[:-1, 0] == al.index[1:])
+    assert al.progress.min() >= 0 and al.progress.max() < 8
+
+
+def test_shapes_and_loss_backward() -> None:
+    m = _model().train()
+    b, t, p = 2, 15, 7
+    phon = torch.randint(0, 40, (b, p))
+    al = {"index": torch.randint(0, p, (b, t)), "ahead": torch.randint(0, p, (b, t, LOOKAHEAD)),
+          "progress": torch.randint(0, 8, (b, t)), "dur_bucket": torch.randint(0, 16, (b, t))}
+    codes = torch.randint(0, 32, (b, t, 3))
+    prev = corrupt_prev(codes[..., 0], m.args, 0.3, 0.3)
+    assert prev.shape == (b, t) and bool((prev[:, 0] == m.args.bos).all())
+    mask = torch.ones(b, t, dtype=torch.bool)
+    mask[1, 10:] = False
+    loss, stats = lm_loss(m, phon, al, prev, codes, mask)
+    loss.backward()
+    assert set(stats) == {"ce0", "ce_deep", "loss"} and np.isfinite(stats["loss"])
+    assert m.head0.weight.grad is not None and m.depth[1].head.weight.grad is not None
+
+
+def test_causal_future_inputs_do_not_change_past() -> None:
+    m = _model()
+    cond = _cond(m)
+    x = torch.randint(0, 32, (1, 20))
+    with torch.no_grad():
+        h1 = m(x, cond)
+        x2 = x.clone()
+        x2[0, 12:] = (x2[0, 12:] + 5) % 32
+        h2 = m(x2, cond)
+    torch.testing.assert_close(h1[:, :12], h2[:, :12])
+    assert not torch.allclose(h1[:, 12:], h2[:, 12:])
+
+
+def test_kv_cache_matches_full_pass_single_and_multi_step() -> None:
+    m = _model()
+    cond = _cond(m)
+    x = torch.randint(0, 32, (1, 20))
+    with torch.no_grad():
+        full = m(x, cond)
+        m.setup_cache(32)
+        parts = [m(x[:, :5], cond[:, :5], pos=0)]
+        parts += [m(x[:, t : t + 1], cond[:, t : t + 1], pos=t) for t in range(5, 12)]
+        parts.append(m(x[:, 12:], cond[:, 12:], pos=12))  # a verify-style multi-frame pass
+        torch.testing.assert_close(torch.cat(parts, 1), full, atol=1e-5, rtol=1e-4)
+        # rollback: overwrite positions 8.. with other inputs, then restore them
+        m(torch.randint(0, 32, (1, 4)), cond[:, 8:12], pos=8)
+        again = m(x[:, 8:], cond[:, 8:], pos=8)
+        torch.testing.assert_close(again, full[:, 8:], atol=1e-5, rtol=1e-4)
+
+
+def test_scorer_reuses_prefix_and_matches_full_pass() -> None:
+    m = _model()
+    cond = _cond(m)
+    sc = CodecLMScorer(m, cond)
+    hist = [3, 7, 1, 30]
+    logits = sc.score(hist, np.array([4, 4]))
+    with torch.no_grad():
+        full = m.logits0(m(torch.tensor([[m.args.bos, *hist, 4, 4]]), cond[:, :7]))[0]
+    np.testing.assert_allclose(logits, full[4:7].numpy(), atol=1e-4, rtol=1e-4)
+    logits2 = sc.score([*hist, 9], np.array([]))  # diverges at position 5: rollback
+    np.testing.assert_allclose(logits2[0], m.logits0(m(torch.tensor(
+        [[m.args.bos, *hist, 9]]), cond[:, :6]))[0, 5].detach().numpy(), atol=1e-4, rtol=1e-4)
+    deep = sc.deep([0], [11])
+    assert deep.shape == (1, 3) and deep[0, 0] == 11
+
+
+def test_duration_predictor_shapes_and_loss() -> None:
+    torch.manual_seed(0)
+    dp = DurationPredictor(DurArgs(n_phon=40, dim=32, n_heads=2)).eval()
+    out = dp.predict([0, 5, 6, 7, 0])
+    assert len(out) == 5 and all(isinstance(u, int) and u >= 0 for u in out)
+    phon = torch.randint(0, 40, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[0, 4:] = False
+    loss = duration_loss(dp.train(), phon, torch.randint(0, 9, (2, 6)), mask)
+    loss.backward()
+    assert torch.isfinite(loss)

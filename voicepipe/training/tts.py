@@ -1,0 +1,262 @@
+"""`voicepipe train tts`: train the codec LM (target + draft together) or the duration predictor.
+
+Data: $VOICEPIPE_HOME/data/tts (``voicepipe train tts-data --codes``). Runs under
+$VOICEPIPE_HOME/runs/tts/<run>/: ``latest.pt`` (every --ckpt-min minutes, resumed
+automatically), ``step<N>.pt`` snapshots (every --snapshot-min), ``loss.jsonl``.
+The learning rate follows a cosine over a wall-clock budget (--minutes), since
+on this shared CPU the number of steps an hour buys is not known in advance.
+Checkpoints are judged by free-running round-trip WER (``voicepipe bench tts``),
+never by this loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def runs_dir() -> Path:
+    from voicepipe import registry
+
+    return registry.home() / "runs" / "tts"
+
+
+def load_utterances(root: Path, n_q: int, split: str = "train",
+                    need_codes: bool = True) -> list[dict]:
+    """Manifest rows of one split with codes (T, n_q) and frame alignment attached.
+
+    need_codes False (duration predictor): rows without codes get a dummy (T, n_q)
+    of zeros sized from the durations, so batching and collation stay the same."""
+    import numpy as np
+
+    from voicepipe.nn.phonemes import align, n_frames_for
+    from voicepipe.training.tts_data import read_manifest
+
+    out = []
+    for row in read_manifest(root):
+        if row["split"] != split:
+            continue
+        path = root / "codes" / f"{row['id']}.npy"
+        if path.exists():
+            codes = np.load(path)[:, :n_q].astype(np.int64)
+        elif need_codes:
+            continue
+        else:
+            codes = np.zeros((n_frames_for(row["durations"]), n_q), np.int64)
+        al = align(row["durations"], n_frames=codes.shape[0])
+        out.append({"id": row["id"], "text": row["text"], "phon": np.asarray(row["phonemes"]),
+                    "dur": np.asarray(row["durations"]), "codes": codes, "al": al})
+    return out
+
+
+def batches(utts: list[dict], max_frames: int, rng: random.Random) -> list[list[int]]:
+    """Length-bucketed batches with at most ~max_frames padded frames each, shuffled."""
+    order = sorted(range(len(utts)), key=lambda i: utts[i]["codes"].shape[0] + rng.random() * 8)
+    out, cur, longest = [], [], 0
+    for i in order:
+        t = utts[i]["codes"].shape[0]
+        if cur and max(longest, t) * (len(cur) + 1) > max_frames:
+            out.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, t)
+    if cur:
+        out.append(cur)
+    rng.shuffle(out)
+    return out
+
+
+def collate(utts: list[dict], idx: list[int]):
+    import numpy as np
+    import torch
+
+    from voicepipe.nn.phonemes import LOOKAHEAD
+
+    sel = [utts[i] for i in idx]
+    b = len(sel)
+    t = max(u["codes"].shape[0] for u in sel)
+    p = max(u["phon"].shape[0] for u in sel)
+    q = sel[0]["codes"].shape[1]
+    phon = np.zeros((b, p), np.int64)
+    dur = np.zeros((b, p), np.int64)
+    pmask = np.zeros((b, p), bool)
+    codes = np.zeros((b, t, q), np.int64)
+    mask = np.zeros((b, t), bool)
+    index = np.zeros((b, t), np.int64)
+    ahead = np.zeros((b, t, LOOKAHEAD), np.int64)
+    prog = np.zeros((b, t), np.int64)
+    durb = np.zeros((b, t), np.int64)
+    for j, u in enumerate(sel):
+        n, m = u["codes"].shape[0], u["phon"].shape[0]
+        phon[j, :m], dur[j, :m], pmask[j, :m] = u["phon"], u["dur"], True
+        codes[j, :n], mask[j, :n] = u["codes"], True
+        index[j, :n], ahead[j, :n] = u["al"].index, u["al"].ahead
+        prog[j, :n], durb[j, :n] = u["al"].progress, u["al"].dur_bucket
+    tt = torch.from_numpy
+    al = {"index": tt(index), "ahead": tt(ahead), "progress": tt(prog), "dur_bucket": tt(durb)}
+    return tt(phon), tt(dur), tt(pmask), tt(codes), tt(mask), al
+
+
+def _lr(elapsed_s: float, budget_s: float, base: float, warm_s: float = 120.0) -> float:
+    if elapsed_s < warm_s:
+        return base * max(0.05, elapsed_s / warm_s)
+    frac = min(1.0, (elapsed_s - warm_s) / max(1.0, budget_s - warm_s))
+    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def train(args: argparse.Namespace) -> int:
+    import torch
+
+    from voicepipe.nn.codec_lm import (
+        CodecLM,
+        ModelArgs,
+        corrupt_prev,
+        describe,
+        init_weights,
+        lm_loss,
+    )
+    from voicepipe.nn.duration import DurArgs, DurationPredictor, duration_loss
+    from voicepipe.nn.hibari_teacher import n_phoneme_ids
+    from voicepipe.training.tts_data import data_dir
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    root = Path(args.data) if args.data else data_dir()
+    run = runs_dir() / args.run
+    run.mkdir(parents=True, exist_ok=True)
+    n_phon = n_phoneme_ids()
+    what = args.what
+    if what == "duration":
+        models = {"duration": DurationPredictor(DurArgs(n_phon=n_phon))}
+    else:
+        target = CodecLM(ModelArgs(n_phon=n_phon, n_q=args.n_q, dim=args.dim,
+                                   n_layers=args.layers, n_heads=args.heads))
+        draft = CodecLM(ModelArgs(n_phon=n_phon, n_q=1, dim=args.draft_dim,
+                                  n_layers=args.draft_layers, n_heads=args.draft_heads))
+        init_weights(target)
+        init_weights(draft)
+        models = {"target": target, "draft": draft}
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=args.lr, betas=(0.9, 0.98),
+                                 weight_decay=0.01) for k, m in models.items()}
+    step, elapsed = 0, 0.0
+    latest = run / "latest.pt"
+    if latest.exists():
+        ck = torch.load(latest, map_location="cpu", weights_only=False)
+        for k, m in models.items():
+            m.load_state_dict(ck["models"][k])
+            opts[k].load_state_dict(ck["opts"][k])
+        step, elapsed = ck["step"], ck["elapsed"]
+        log.info("resumed %s at step %d (%.0f s)", latest, step, elapsed)
+    for k, m in models.items():
+        log.info("%s: %s", k, describe(m) if isinstance(m, CodecLM) else
+                 f"{sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params")
+
+    utts = load_utterances(root, args.n_q, need_codes=what != "duration")
+    if not utts:
+        raise SystemExit(f"no training utterances with codes under {root}; run "
+                         "`voicepipe train tts-data --codes` first")
+    log.info("%d training utterances, %.1f min of audio", len(utts),
+             sum(u["codes"].shape[0] for u in utts) * 1024 / 22050 / 60)
+
+    def save(path: Path) -> None:
+        ck = {"models": {k: m.state_dict() for k, m in models.items()},
+              "opts": {k: o.state_dict() for k, o in opts.items()},
+              "args": {k: m.args.to_dict() for k, m in models.items()},
+              "step": step, "elapsed": elapsed, "what": what}
+        tmp = path.with_suffix(".tmp")
+        torch.save(ck, tmp)
+        tmp.replace(path)
+
+    budget = args.minutes * 60.0
+    t_start = time.perf_counter() - elapsed
+    last_ck = last_snap = time.perf_counter()
+    logf = open(run / "loss.jsonl", "a", encoding="utf-8")
+    gen = torch.Generator().manual_seed(args.seed + step)
+    for m in models.values():
+        m.train()
+    done = False
+    while not done:
+        for bidx in batches(utts, args.batch_frames, rng):
+            phon, dur, pmask, codes, mask, al = collate(utts, bidx)
+            elapsed = time.perf_counter() - t_start
+            lr = _lr(elapsed, budget, args.lr)
+            rec = {"step": step, "elapsed_s": round(elapsed, 1), "lr": lr,
+                   "frames": int(mask.sum()), "phonemes": int(pmask.sum())}
+            for k, m in models.items():
+                for g in opts[k].param_groups:
+                    g["lr"] = lr
+                if k == "duration":
+                    loss = duration_loss(m, phon, dur, pmask)
+                    stats = {"loss": float(loss.detach())}
+                else:
+                    prev0 = corrupt_prev(codes[..., 0], m.args, args.p_replace, args.p_drop, gen)
+                    loss, stats = lm_loss(m, phon, al, prev0, codes[..., : m.args.n_q], mask)
+                opts[k].zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+                opts[k].step()
+                rec.update({f"{k}.{s}": round(v, 4) for s, v in stats.items()})
+            step += 1
+            logf.write(json.dumps(rec) + "\n")
+            if step % 10 == 0:
+                logf.flush()
+                log.info("%s", rec)
+            now = time.perf_counter()
+            if now - last_ck > args.ckpt_min * 60:
+                save(latest)
+                last_ck = now
+            if now - last_snap > args.snapshot_min * 60:
+                save(run / f"step{step}.pt")
+                last_snap = now
+            if elapsed >= budget or (args.max_steps and step >= args.max_steps):
+                done = True
+                break
+    elapsed = time.perf_counter() - t_start
+    save(latest)
+    save(run / f"step{step}.pt")
+    logf.close()
+    print(f"train tts: {what} run {run} finished at step {step} ({elapsed / 60:.1f} min)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tts",
+        help="train the codec LM (target + draft) or the duration predictor",
+        description=(
+            "Train on $VOICEPIPE_HOME/data/tts (see `voicepipe train tts-data`). --what lm trains "
+            "the target codec LM and its small draft on the same batches; --what duration trains "
+            "the duration predictor on hibari's durations. Checkpoints and loss.jsonl go to "
+            "$VOICEPIPE_HOME/runs/tts/RUN; rerunning the same command resumes. Run it in the "
+            "background with nice -n 10."
+        ),
+    )
+    p.add_argument("--what", choices=["lm", "duration"], default="lm")
+    p.add_argument("--run", default="lm", help="run name (directory under runs/tts)")
+    p.add_argument("--data", default="", help="data directory (default $VOICEPIPE_HOME/data/tts)")
+    p.add_argument("--minutes", type=float, default=90.0, help="wall-clock budget (LR schedule)")
+    p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: budget only)")
+    p.add_argument("--n-q", type=int, default=4, help="codec levels the target predicts")
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--draft-dim", type=int, default=192)
+    p.add_argument("--draft-layers", type=int, default=2)
+    p.add_argument("--draft-heads", type=int, default=3)
+    p.add_argument("--batch-frames", type=int, default=2400, help="padded frames per batch")
+    p.add_argument("--lr", type=float, default=1.5e-3)
+    p.add_argument("--p-replace", type=float, default=0.3, help="prev codes replaced at random")
+    p.add_argument("--p-drop", type=float, default=0.3, help="prev frames hidden")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ckpt-min", type=float, default=4.0, help="minutes between latest.pt saves")
+    p.add_argument("--snapshot-min", type=float, default=15.0, help="minutes between snapshots")
+    p.set_defaults(func=lambda a: train(a))
