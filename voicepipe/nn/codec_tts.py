@@ -147,3 +147,158 @@ def plan(models: TTSModels, ids: list[int], durations: list[int] | None = None,
     if durations is None:
         durations = models.duration.predict(ids, pace)
     return durations, align(durations)
+
+
+# -- synthesis ----------------------------------------------------------------------------
+@dataclass
+class SynthOptions:
+    rule: str = "greedy"  # greedy | exact | relaxed | topk | acoustic | ar (no speculation)
+    beta: float = 0.0
+    top_k: int = 3
+    spec_k: int = 4
+    adaptive_k: bool = True
+    temperature: float = 0.0
+    seed: int = 0
+    pace: float = 1.0
+
+    @classmethod
+    def from_config(cls, tts) -> SynthOptions:  # tts: voicepipe.config.TtsConfig
+        return cls(rule=tts.rule, beta=tts.beta, top_k=tts.top_k, spec_k=tts.spec_k,
+                   adaptive_k=tts.adaptive_k, temperature=tts.temperature, seed=tts.seed)
+
+
+@dataclass
+class SynthResult:
+    audio: np.ndarray  # float32 at 22,050 Hz
+    codes: np.ndarray  # (T, Q)
+    stats: dict
+    ttfa_s: float  # call → first audio sample out of the codec decoder
+    wall_s: float
+    lm_s: float  # G2P, durations and codec-LM decoding (target + draft)
+
+    @property
+    def audio_s(self) -> float:
+        return len(self.audio) / 22050
+
+    @property
+    def rtf(self) -> float:
+        return self.wall_s / max(self.audio_s, 1e-9)
+
+
+class CodecLMTTS:
+    """Text → audio with the codec LM, streamed: codes → mel → streaming HiFi-GAN.
+
+    ``first_frames`` codec frames are decoded before the first vocoder call (small,
+    for time-to-first-audio), then ``chunk_frames`` at a time (larger, so the
+    vocoder's re-synthesized left context costs less per second of audio)."""
+
+    def __init__(self, models: TTSModels, codec, vocoder, *, chunk_frames: int = 8,
+                 first_frames: int = 4, threads: int = 1) -> None:
+        self.m = models
+        self.codec = codec  # voicepipe.nn.codec.MelVQCodec
+        self.vocoder = vocoder  # voicepipe.nn.hifigan.Vocoder
+        self.chunk_frames = chunk_frames
+        self.first_frames = first_frames
+        self.threads = threads
+        self._distance = None
+
+    @classmethod
+    def from_config(cls, cfg, models_path: str | Path | None = None) -> CodecLMTTS:
+        from voicepipe import registry
+        from voicepipe.nn.codec import MelVQCodec
+        from voicepipe.nn.hifigan import Vocoder, load_generator
+
+        models = load_models(models_path or registry.resolve("codec-lm-hibari"))
+        codec = MelVQCodec.load(registry.resolve(cfg.codec.model), q=cfg.codec.q)
+        vocoder = Vocoder(load_generator(registry.resolve(cfg.codec.vocoder)))
+        return cls(models, codec, vocoder, chunk_frames=cfg.codec.chunk_frames)
+
+    def distance(self) -> np.ndarray:
+        """(V, V) level-0 codebook distances / their mean, for the acoustic rule."""
+        if self._distance is None:
+            cb = np.asarray(self.codec.codebooks[0], dtype=np.float64)
+            sq = (cb * cb).sum(-1)
+            d = np.sqrt(np.maximum(sq[:, None] + sq[None] - 2 * cb @ cb.T, 0.0))
+            self._distance = d / d[np.triu_indices(len(cb), 1)].mean()
+        return self._distance
+
+    def codes(self, text: str, opts: SynthOptions, stats: dict | None = None,
+              durations: list[int] | None = None):
+        """Yield (N, Q) code blocks for ``text`` (speculative or plain AR per opts.rule)."""
+        from voicepipe.core.audio_spec import AdaptiveK, SpecStats, decode
+        from voicepipe.nn.hibari_teacher import text_to_ids
+
+        ids = text_to_ids(text)
+        if len(ids) < 3:
+            return
+        durations, al = plan(self.m, ids, durations, opts.pace)
+        scorer = CodecLMScorer(self.m.target, conditioning(self.m.target, ids, al),
+                               seed=opts.seed)
+        drafter = None
+        if opts.rule != "ar" and opts.spec_k > 0:
+            drafter = CodecLMDrafter(self.m.draft, conditioning(self.m.draft, ids, al),
+                                     temperature=opts.temperature, seed=opts.seed)
+        st = SpecStats()
+        yield from decode(
+            drafter, scorer, al.n_frames, rule="greedy" if opts.rule == "ar" else opts.rule,
+            beta=opts.beta, top_k=opts.top_k, temperature=opts.temperature,
+            distance=self.distance() if opts.rule == "acoustic" else None,
+            k=AdaptiveK(k=max(1, opts.spec_k), adaptive=opts.adaptive_k), seed=opts.seed,
+            stats=st)
+        if stats is not None:
+            stats.update(st.to_dict())
+
+    def stream(self, text: str, opts: SynthOptions, stats: dict | None = None,
+               durations: list[int] | None = None):
+        """Yield float32 22,050 Hz audio chunks as soon as the vocoder has them."""
+        from voicepipe.nn.hifigan import StreamingVocoder
+
+        torch.set_num_threads(self.threads)
+        sv = StreamingVocoder(self.vocoder)
+        pending: list[np.ndarray] = []
+        n_pending, first = 0, True
+        lm_s, t0 = 0.0, _now()
+        gen = self.codes(text, opts, stats, durations)
+        while True:
+            t_lm = _now()
+            block = next(gen, None)
+            lm_s += _now() - t_lm
+            if block is not None:
+                pending.append(block)
+                n_pending += len(block)
+            need = self.first_frames if first else self.chunk_frames
+            if pending and (n_pending >= need or block is None):
+                mel = self.codec.decode_mel(np.concatenate(pending))
+                pending, n_pending = [], 0
+                wave = sv.push(torch.as_tensor(mel, dtype=torch.float32))
+                if len(wave):
+                    first = False
+                    yield wave.numpy()
+            if block is None:
+                break
+        tail = sv.flush()
+        if len(tail):
+            yield tail.numpy()
+        if stats is not None:
+            stats["lm_s"] = lm_s
+            stats["wall_s"] = _now() - t0
+
+    def synth(self, text: str, opts: SynthOptions,
+              durations: list[int] | None = None) -> SynthResult:
+        stats: dict = {}
+        t0 = _now()
+        chunks, ttfa = [], None
+        for c in self.stream(text, opts, stats, durations):
+            if ttfa is None:
+                ttfa = _now() - t0
+            chunks.append(c)
+        wall = _now() - t0
+        audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+        return SynthResult(audio, np.zeros((0, 0), np.int64), stats, ttfa or wall, wall,
+                           stats.get("lm_s", 0.0))
+
+
+def _now() -> float:
+    import time
+
+    return time.perf_counter()

@@ -97,3 +97,30 @@ def vocab() -> dict[str, int]:
 
 def n_phoneme_ids() -> int:
     return max(vocab().values()) + 1
+
+
+class _Front:
+    """hibari's sentence splitter + G2P without its ONNX session (what Hibari.phonemize needs)."""
+
+    def __init__(self) -> None:
+        from hibari import Hibari
+        from hibari.g2p import G2P
+
+        self.g2p = G2P(british=False)
+        self.split_sentences = Hibari.split_sentences
+        self._phonemize = Hibari.phonemize
+
+    def ids(self, text: str) -> list[int]:
+        chunks = self._phonemize(self, text)
+        v = vocab()
+        return [0, *[v[c] for c in " ".join(chunks) if c in v], 0]
+
+
+@lru_cache(maxsize=1)
+def _front() -> _Front:
+    return _Front()
+
+
+def text_to_ids(text: str) -> list[int]:
+    """The same phoneme ids the teacher uses for ``text`` (G2P only, no synthesis)."""
+    return _front().ids(text)

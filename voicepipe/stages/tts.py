@@ -1,0 +1,144 @@
+"""TTS stage: TextChunk → ReplyAudio as soon as the first codec frame decodes.
+
+Backends (``tts.backend``) are synchronous generators of float32 audio chunks;
+the stage pulls one chunk at a time in a worker thread, so an ``Interrupt``
+(which cancels the in-flight ``process``) stops synthesis at the next chunk
+boundary and nothing of the old turn is pushed after it.
+
+- ``codec-lm``: the project's codec LM with speculative decoding, streamed
+  frame by frame into the MelVQ codec's streaming decoder (nn/codec_tts.py).
+- ``hibari``: the teacher TTS as a baseline, one chunk per sentence.
+
+Span ``tts.ttfa``: from the moment the stage starts on a text chunk to the
+first audio sample out of the codec decoder (the first non-empty chunk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from typing import Protocol
+
+import numpy as np
+
+from voicepipe.clock import now_ns
+from voicepipe.config import Config
+from voicepipe.frames import Frame, ReplyAudio, ReplyEnd, SpanFrame, TextChunk
+from voicepipe.stage import Stage
+
+OUT_RATE = 22050
+
+
+class TTSBackend(Protocol):
+    name: str
+    sample_rate: int
+
+    def stream(self, text: str) -> Iterator[np.ndarray]: ...
+
+
+class HibariBackend:
+    """hibari (24 kHz) resampled to the codec's 22,050 Hz so both backends look alike."""
+
+    name = "hibari"
+    sample_rate = OUT_RATE
+
+    def __init__(self, threads: int = 1, seed: int = 0) -> None:
+        from hibari import Hibari
+
+        self.tts = Hibari(threads=threads)
+        self.seed = seed
+
+    def stream(self, text: str) -> Iterator[np.ndarray]:
+        from voicepipe.audio import resample
+
+        for chunk in self.tts.stream(text, seed=self.seed):
+            if len(chunk):
+                yield resample(chunk, 24000, OUT_RATE)
+
+
+class CodecLMBackend:
+    name = "codec-lm"
+    sample_rate = OUT_RATE
+
+    def __init__(self, cfg: Config) -> None:
+        from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions
+
+        self.tts = CodecLMTTS.from_config(cfg)
+        self.opts = SynthOptions.from_config(cfg.tts)
+        self.last_stats: dict = {}
+
+    def stream(self, text: str) -> Iterator[np.ndarray]:
+        stats: dict = {}
+        yield from self.tts.stream(text, self.opts, stats)
+        self.last_stats = stats
+
+
+def make_backend(cfg: Config) -> TTSBackend:
+    if cfg.tts.backend == "hibari":
+        return HibariBackend(seed=cfg.tts.seed)
+    if cfg.tts.backend == "codec-lm":
+        return CodecLMBackend(cfg)
+    raise ValueError(f"unknown tts.backend {cfg.tts.backend!r} (codec-lm | hibari)")
+
+
+_DONE = object()
+
+
+class TTSStage(Stage):
+    name = "tts"
+
+    def __init__(self, cfg: Config, backend: TTSBackend | None = None) -> None:
+        super().__init__(queue_size=32)
+        self.cfg = cfg
+        self.backend = backend
+        self._reply_text: dict[int, list[str]] = {}
+
+    async def start(self) -> None:
+        if self.backend is None:
+            self.backend = await asyncio.to_thread(make_backend, self.cfg)
+
+    async def process(self, frame: Frame) -> None:
+        if not isinstance(frame, TextChunk):
+            await self.push(frame)
+            return
+        assert self.backend is not None
+        turn = frame.turn_id
+        self._reply_text.setdefault(turn, []).append(frame.text)
+        if frame.text.strip():
+            await self._speak(frame)
+        if frame.last:
+            text = " ".join(t.strip() for t in self._reply_text.pop(turn, []) if t.strip())
+            await self.push(ReplyEnd(turn_id=turn, text=text))
+
+    async def _speak(self, frame: TextChunk) -> None:
+        assert self.backend is not None
+        start = now_ns()
+        gen = self.backend.stream(frame.text)
+        first = True
+        samples = 0
+        try:
+            while True:
+                # One chunk per thread hop: cancellation (Interrupt) lands between chunks.
+                chunk = await asyncio.to_thread(next, gen, _DONE)
+                if chunk is _DONE:
+                    break
+                if self.current_turn > frame.turn_id:
+                    return
+                pcm = np.asarray(chunk, dtype=np.float32)
+                if not len(pcm):
+                    continue
+                if first:
+                    first = False
+                    await self.push(SpanFrame(
+                        turn_id=frame.turn_id, name="tts.ttfa", start_ns=start, end_ns=now_ns(),
+                        attrs={"backend": self.backend.name, "chars": len(frame.text),
+                               "queued_ms": (start - frame.t_ns) / 1e6}))
+                samples += len(pcm)
+                await self.push(ReplyAudio(turn_id=frame.turn_id, pcm=pcm,
+                                           sample_rate=self.backend.sample_rate))
+        finally:
+            # If the worker thread is still inside the generator (cancelled mid-chunk),
+            # close() raises; the generator is then dropped when that chunk returns.
+            with contextlib.suppress(ValueError, AttributeError):
+                gen.close()  # type: ignore[attr-defined]
