@@ -1,0 +1,332 @@
+"""Streaming speech recognition stage: AudioIn → SpeechStart / partials / SpeechEnd / final.
+
+    AudioIn ─► Silero VAD (32 ms chunks, state carried) ─► Endpointer (core/endpoint.py)
+                 │ SpeechStart (turn born here)              │ SpeechEnd + spans
+                 └──────────── decoder task ◄────────────────┘
+                     asyncio.to_thread(WhisperAsr.transcribe) on the turn's audio
+                     → TranscriptPartial (stable prefix, core/partials.py)
+                     → TranscriptFinal
+
+``process`` only runs the VAD and the endpointer (well under a millisecond
+per 20 ms frame), so audio intake never waits for Whisper. One decoder task
+per stage runs one decode at a time, picking the most useful job:
+
+1. the final of an ended turn (unless a decode already covers its audio);
+2. an *early final*: once the trailing silence reaches ``asr.early_final_ms``
+   the turn's audio is decoded while the endpointer is still waiting for
+   ``vad.end_silence_ms``; if no speech follows, that result is the final, so
+   the final is ready almost the moment the endpoint fires;
+3. a partial, every ``asr.partial_interval_ms`` of new audio while speaking.
+
+Turn ids are born here: each SpeechStart gets a new, larger id. Spans:
+``vad.speech`` (arrival of the first → last speech sample) and ``asr.final``
+(arrival of the audio that completed the endpoint silence → final transcript
+pushed; the silence wait itself is the endpointer's policy, not ASR cost, and
+``since_speech_end_ms`` in its attrs gives the total from the last speech
+sample).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voicepipe.clock import now_ns
+from voicepipe.config import Config
+from voicepipe.core.endpoint import EndpointConfig, Endpointer, SpeechEnded, SpeechStarted
+from voicepipe.core.partials import StablePrefix
+from voicepipe.frames import (
+    AudioIn,
+    Cancel,
+    Frame,
+    InputEnd,
+    Interrupt,
+    SpanFrame,
+    SpeechEnd,
+    SpeechStart,
+    SystemFrame,
+    TranscriptFinal,
+    TranscriptPartial,
+)
+from voicepipe.nn.asr import Hypothesis, WhisperAsr
+from voicepipe.nn.vad import CHUNK, SileroVad
+from voicepipe.stage import Stage
+
+log = logging.getLogger(__name__)
+SR = 16000  # what Silero and Whisper consume
+PREROLL_MS = 300  # audio before the onset given to Whisper: VAD onsets lag soft consonants
+
+
+class _Audio:
+    """Append-only sample buffer addressed by absolute sample index; old samples can be dropped."""
+
+    def __init__(self) -> None:
+        self._a = np.zeros(SR * 4, np.float32)
+        self.start = 0  # absolute index of self._a[0]
+        self.end = 0  # absolute index one past the newest sample
+
+    def append(self, pcm: np.ndarray) -> None:
+        n = self.end - self.start
+        if n + len(pcm) > len(self._a):
+            grown = np.zeros(max(2 * len(self._a), n + len(pcm)), np.float32)
+            grown[:n] = self._a[:n]
+            self._a = grown
+        self._a[n : n + len(pcm)] = pcm
+        self.end += len(pcm)
+
+    def get(self, i: int, j: int) -> np.ndarray:
+        i = max(i, self.start)
+        return self._a[i - self.start : j - self.start].copy()
+
+    def drop_before(self, i: int) -> None:
+        k = min(i, self.end) - self.start
+        if k > SR:  # compact rarely, in big steps
+            n = self.end - self.start
+            self._a[: n - k] = self._a[k:n]
+            self.start += k
+
+
+@dataclass
+class _Turn:
+    id: int
+    start_idx: int  # first sample handed to Whisper
+    started: SpeechStarted
+    stable: StablePrefix = field(default_factory=StablePrefix)
+    ended: SpeechEnded | None = None
+    end_idx: int = 0  # audio of the final stops here
+    last_speech_idx: int = 0
+    best: tuple[int, Hypothesis] | None = None  # newest decode: (cutoff sample, result)
+    partial_at: int = 0  # cutoff of the last partial launched
+    last_partial: str = ""
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # final pushed (or dropped)
+
+
+class AsrStage(Stage):
+    name = "asr"
+
+    def __init__(self, cfg: Config, *, asr: WhisperAsr | None = None,
+                 partials: bool = True) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.asr = asr
+        self.partials = partials
+        self.ep = Endpointer(EndpointConfig.from_vad(cfg.vad))
+        self.vad: SileroVad | None = None
+        self.audio = _Audio()
+        self.early_samples = cfg.asr.early_final_ms * SR // 1000
+        self.partial_samples = max(1, cfg.asr.partial_interval_ms * SR // 1000)
+        self._origin_media_ns: int | None = None
+        self._resampler = None
+        self._in_rate = SR
+        self._turn_seq = 0
+        self._turn: _Turn | None = None  # the open turn
+        self._pending: list[_Turn] = []  # ended turns whose final is not out yet
+        self._wake = asyncio.Event()
+        self._decoder: asyncio.Task[None] | None = None
+        # Counters for `voicepipe bench asr` (seconds of decoding by kind, counts).
+        self.stats: dict[str, float] = {"partial_s": 0.0, "early_s": 0.0, "final_s": 0.0,
+                                        "partials": 0, "early_hits": 0, "finals": 0,
+                                        "dropped": 0, "retries": 0}
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self.asr is None:
+            self.asr = await asyncio.to_thread(WhisperAsr.from_config, self.cfg)
+        self.vad = SileroVad()
+        self._decoder = asyncio.create_task(self._decode_loop(), name="asr:decoder")
+
+    async def stop(self) -> None:
+        if self._decoder is not None:
+            self._decoder.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._decoder
+
+    def _stale(self, frame: Frame, turn: int) -> bool:
+        # This stage is the source of turns: the audio it receives is never an old turn's work.
+        return False
+
+    async def _handle_system(self, frame: SystemFrame) -> bool:
+        if isinstance(frame, Interrupt | Cancel):
+            # Nothing here belongs to an older turn; never cancel audio intake mid-frame.
+            self.current_turn = max(self.current_turn, frame.turn_id)
+            await self.on_system(frame)
+            await self.push(frame)
+            return True
+        return await super()._handle_system(frame)
+
+    async def process(self, frame: Frame) -> None:
+        if isinstance(frame, AudioIn):
+            await self._on_audio(frame)
+        elif isinstance(frame, InputEnd):
+            await self._on_events(self.ep.flush(now_ns()))
+            for turn in list(self._pending):
+                await turn.done.wait()
+            await self.push(frame)
+        else:
+            await self.push(frame)
+
+    # ------------------------------------------------------------ audio → VAD → endpoint
+
+    def _media_ns(self, idx: int) -> int:
+        assert self._origin_media_ns is not None
+        return self._origin_media_ns + idx * 1_000_000_000 // SR
+
+    async def _on_audio(self, frame: AudioIn) -> None:
+        assert self.vad is not None
+        if self._origin_media_ns is None:
+            self._origin_media_ns = frame.media_ns
+        pcm = np.asarray(frame.pcm, dtype=np.float32).reshape(-1)
+        if frame.sample_rate != SR:
+            if self._resampler is None or self._in_rate != frame.sample_rate:
+                import soxr
+
+                self._in_rate = frame.sample_rate
+                self._resampler = soxr.ResampleStream(frame.sample_rate, SR, 1, dtype="float32")
+            pcm = self._resampler.resample_chunk(pcm)
+        first_chunk = self.vad.chunks_done
+        self.audio.append(pcm)
+        probs = self.vad.feed(pcm)
+        end = self.audio.end
+        for k, p in enumerate(probs):
+            c_end = (first_chunk + k + 1) * CHUNK
+            wall = frame.t_ns - (end - c_end) * 1_000_000_000 // SR  # arrival of the chunk end
+            events = self.ep.update(float(p), self._media_ns(c_end - CHUNK),
+                                    self._media_ns(c_end), wall)
+            if self._turn is not None and self.ep.in_speech:
+                self._turn.last_speech_idx = self._idx(self.ep.last_speech_media_ns)
+            if events:
+                await self._on_events(events, c_end)
+        if self._turn is not None:
+            self._wake.set()
+        elif not self._pending:
+            self.audio.drop_before(end - PREROLL_MS * SR // 1000)
+
+    def _idx(self, media_ns: int) -> int:
+        assert self._origin_media_ns is not None
+        return (media_ns - self._origin_media_ns) * SR // 1_000_000_000
+
+    async def _on_events(self, events: list, at_idx: int | None = None) -> None:
+        at_idx = self.audio.end if at_idx is None else at_idx
+        for ev in events:
+            if isinstance(ev, SpeechStarted):
+                # Keep finals in turn order: the previous turn's final goes out first.
+                for turn in list(self._pending):
+                    await turn.done.wait()
+                self._turn_seq = max(self._turn_seq, self.current_turn) + 1
+                onset = self._idx(ev.onset_media_ns)
+                floor = self._pending[-1].end_idx if self._pending else 0
+                start = max(onset - PREROLL_MS * SR // 1000, floor, self.audio.start, 0)
+                self._turn = _Turn(self._turn_seq, start, ev, last_speech_idx=at_idx,
+                                   partial_at=at_idx)
+                await self.push(SpeechStart(turn_id=self._turn_seq, media_ns=ev.onset_media_ns))
+            elif isinstance(ev, SpeechEnded) and self._turn is not None:
+                turn, self._turn = self._turn, None
+                turn.ended, turn.end_idx = ev, at_idx
+                turn.last_speech_idx = self._idx(ev.last_speech_media_ns)
+                await self.push(SpeechEnd(turn_id=turn.id, media_ns=ev.last_speech_media_ns))
+                await self.push(SpanFrame(
+                    turn_id=turn.id, name="vad.speech", start_ns=ev.onset_wall_ns,
+                    end_ns=ev.last_speech_wall_ns,
+                    attrs={"media_start_ms": ev.onset_media_ns / 1e6,
+                           "media_end_ms": ev.last_speech_media_ns / 1e6,
+                           "reason": ev.reason, "accepted": ev.accepted},
+                ))
+                if ev.accepted:
+                    self._pending.append(turn)
+                else:
+                    self.stats["dropped"] += 1
+                    turn.done.set()
+                self._wake.set()
+
+    # ------------------------------------------------------------ decoding
+
+    def _covers(self, turn: _Turn, cutoff: int) -> bool:
+        """A decode up to ``cutoff`` saw the whole turn plus enough trailing silence."""
+        need = turn.end_idx if turn.ended is not None else self.audio.end
+        return cutoff >= min(need, turn.last_speech_idx + self.early_samples)
+
+    def _next_job(self) -> tuple[_Turn, int, str] | None:
+        for turn in self._pending:
+            # Finals go out in turn order, and before any work on the open turn.
+            if turn.best is not None and self._covers(turn, turn.best[0]):
+                return turn, turn.best[0], "ready"
+            return turn, turn.end_idx, "final"
+        turn = self._turn
+        if turn is None:
+            return None
+        now = self.audio.end
+        silence = now - turn.last_speech_idx
+        if silence >= self.early_samples:
+            if turn.best is None or not self._covers(turn, turn.best[0]):
+                return turn, now, "early"
+            return None
+        if self.partials and silence < CHUNK and now - turn.partial_at >= self.partial_samples:
+            return turn, now, "partial"
+        return None
+
+    async def _decode_loop(self) -> None:
+        assert self.asr is not None
+        while True:
+            job = self._next_job()
+            if job is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            turn, cutoff, kind = job
+            if kind == "ready":  # decoded during the endpoint silence: nothing left to do
+                self.stats["early_hits"] += 1
+                await self._finish(turn, turn.best[1] if turn.best else None)
+                continue
+            if kind == "partial":
+                turn.partial_at = cutoff
+            pcm = self.audio.get(turn.start_idx, cutoff)
+            hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
+            self.stats[f"{kind}_s"] += hyp.seconds
+            self.stats["retries"] += hyp.retried
+            if turn.best is None or cutoff >= turn.best[0]:
+                turn.best = (cutoff, hyp)
+            if kind == "final":
+                await self._finish(turn, hyp)
+            elif turn.ended is None:
+                await self._partial(turn, hyp)
+
+    async def _partial(self, turn: _Turn, hyp: Hypothesis) -> None:
+        if not self.partials or not hyp.text:
+            return
+        p = turn.stable.update(hyp.text)
+        if p.text != turn.last_partial:
+            turn.last_partial = p.text
+            self.stats["partials"] += 1
+            await self.push(TranscriptPartial(turn_id=turn.id, text=p.text,
+                                              stable_prefix=p.stable))
+
+    async def _finish(self, turn: _Turn, hyp: Hypothesis | None) -> None:
+        ev = turn.ended
+        assert ev is not None
+        self._pending.remove(turn)
+        text = hyp.text if hyp is not None else ""
+        if text:
+            self.stats["finals"] += 1
+            await self.push(TranscriptFinal(turn_id=turn.id, text=text,
+                                            speech_end_media_ns=ev.last_speech_media_ns,
+                                            speech_end_wall_ns=ev.last_speech_wall_ns))
+        else:
+            self.stats["dropped"] += 1
+        end = now_ns()
+        attrs = {"text": text, "speech_end_media_ms": ev.last_speech_media_ns / 1e6,
+                 "since_speech_end_ms": (end - ev.last_speech_wall_ns) / 1e6,
+                 "endpoint": ev.reason, "empty": not text}
+        if hyp is not None:
+            attrs.update(audio_s=round(hyp.audio_s, 3), window_s=hyp.window_s,
+                         decode_ms=round(hyp.seconds * 1e3, 1),
+                         no_speech_prob=round(hyp.no_speech_prob, 3))
+        await self.push(SpanFrame(turn_id=turn.id, name="asr.final", start_ns=ev.now_ns,
+                                  end_ns=max(end, ev.now_ns), attrs=attrs))
+        turn.done.set()
+        if self._turn is None and not self._pending:
+            self.audio.drop_before(self.audio.end - PREROLL_MS * SR // 1000)
