@@ -34,8 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", default=None, help="auth token (default: server.auth_token)")
     p.add_argument("--output-rate", type=int, default=0,
                    help="ask for reply audio at this rate (default: the server's)")
-    p.add_argument("--playout", choices=("fifo", "adaptive"), default="fifo",
-                   help="playout buffer of the virtual speaker")
+    p.add_argument("--playout", choices=("fifo", "adaptive"), default="adaptive",
+                   help="playout buffer of the virtual speaker: adaptive (the jitter buffer "
+                        "of core/jitter.py, default) or fifo (fixed start delay)")
     p.add_argument("--silence", type=float, default=1.0, help="trailing silence, seconds")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for replies after the input was sent")
