@@ -1,0 +1,231 @@
+"""`voicepipe bench jitter`: playout under network faults, real sockets and simulated.
+
+Real path: a loopback ``voicepipe serve`` in this process ↔ the fault-injecting
+TCP proxy (``voicepipe.netsim``) ↔ the headless client with the adaptive
+playout buffer, streaming speech at real time. The client's counters are
+sampled every 20 ms. Simulated path: the same fault schedule applied to a
+paced 20 ms frame stream, replayed through the same buffer (no sockets).
+
+Metrics (all from the playout buffer's counters):
+* ``underruns``: times the buffer ran dry mid-reply.
+* ``concealed_pct``: concealed ms / played ms (played = reply media played).
+* ``delay_ms_mean`` / ``delay_ms_p95``: the buffer's current delay D — what it
+  adds on top of the fastest network path — sampled from 1 s after playout
+  starts until the reply's audio is all received.
+* ``recovery_ms``: per stall, from the stall's end to the first sample where
+  |D − target| ≤ 20 ms (None if never within 2 s... reported as is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from voicepipe.cli import add_config_arg
+
+SCENARIOS = {
+    "jitter_40pm20": dict(delay_ms=40.0, jitter_ms=20.0),
+    "stall_250_every_5s": dict(delay_ms=40.0, jitter_ms=20.0, stall_ms=250.0, stall_every_s=5.0),
+}
+TOL_MS = 20.0
+SPEED = 4.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "jitter", help="playout buffer under delay/jitter/stalls (real sockets + simulated)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_arg(p)
+    p.add_argument("--seconds", type=float, default=60.0, help="speech streamed per scenario")
+    p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
+                   help="run only this scenario (repeatable; default: all)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-real", action="store_true", help="simulated traces only")
+    p.add_argument("--json", action="store_true", help="print JSON (default: a table)")
+    p.set_defaults(func=run)
+
+
+def speech(seconds: float, sr: int = 16000) -> Any:
+    """Real speech from the hibari teacher TTS, sentences with natural pauses."""
+    import numpy as np
+    from hibari.tts import Hibari
+
+    from voicepipe.audio import resample
+
+    lines = [
+        "The buffer has to hide the network from the listener.",
+        "When packets arrive late, it stretches the speech a little.",
+        "When they arrive in a burst, it plays them a little faster.",
+        "A stall on the connection is the hardest case of all.",
+        "Nothing that arrives is thrown away, and nothing is played twice.",
+    ]
+    tts = Hibari()
+    parts, total, i = [], 0, 0
+    while total < seconds * sr:
+        wav = resample(np.asarray(tts(lines[i % len(lines)], seed=i), np.float32), 24000, sr)
+        parts += [wav, np.zeros(sr // 4, np.float32)]
+        total += len(wav) + sr // 4
+        i += 1
+    return np.concatenate(parts)[: int(seconds * sr)], sr
+
+
+def summarize(series: list[tuple[int, float, float, float, float]], stalls: list[tuple[int, int]],
+              stats: dict[str, float], t_start: int | None, t_stop: int) -> dict[str, Any]:
+    """``series`` rows: (t_ns, delay_ms, target_ms, concealed_ms, played_ms)."""
+    import numpy as np
+
+    t0 = (t_start or 0) + 1_000_000_000
+    d = np.array([r[1] for r in series if t0 <= r[0] <= t_stop] or [0.0])
+    rec = []
+    for _, end in stalls:
+        if t_start is None or end > t_stop:
+            continue
+        hit = next((r[0] for r in series if r[0] >= end and abs(r[1] - r[2]) <= TOL_MS), None)
+        rec.append(None if hit is None else round((hit - end) / 1e6, 1))
+    played = float(stats.get("played_ms", 0.0))
+    return {
+        "underruns": int(stats.get("underruns", 0)),
+        "concealed_ms": round(float(stats.get("concealed_ms", 0.0)), 1),
+        "played_ms": round(played, 1),
+        "concealed_pct": round(100 * float(stats.get("concealed_ms", 0.0)) / max(played, 1), 3),
+        "accelerated_ms": round(float(stats.get("accelerated_ms", 0.0)), 1),
+        "stretched_ms": round(float(stats.get("stretched_ms", 0.0)), 1),
+        "delay_ms_mean": round(float(d.mean()), 1),
+        "delay_ms_p95": round(float(np.percentile(d, 95)), 1),
+        "target_ms_final": round(float(stats.get("target_delay_ms", 0.0)), 1),
+        "stalls": len(rec),
+        "recovery_ms": rec,
+        "recovery_ms_max": max((r for r in rec if r is not None), default=None),
+        "stalls_not_recovered_within_2s": sum(1 for r in rec if r is None or r > 2000),
+    }
+
+
+def simulated(spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int,
+              sr: int = 22050) -> dict[str, Any]:
+    import numpy as np
+
+    from voicepipe.core import playout_sim as ps
+    from voicepipe.core.faults import FaultSchedule
+    from voicepipe.core.jitter import JitterParams
+
+    frame = sr * cfg.audio.frame_ms // 1000
+    n = int(seconds * 1000 / cfg.audio.frame_ms)
+    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, n, frame), sr, spec,
+                                cfg.output.lead_ms)
+    t_end = max(f.arrival_ns for f in frames) + 1_000_000_000
+    from voicepipe.audio import resample
+
+    src16 = np.clip(np.round(resample(src, src_sr, sr) * 32767), -32768, 32767).astype(np.int16)
+    params = JitterParams.from_config(cfg.jitter, sr, cfg.audio.frame_ms)
+    rep = ps.replay(ps.build_events(frames, sr, sr // 100, t_end), params, src16,
+                    record_ops=False)
+    series = []
+    for t, d, g, c in rep.series:
+        series.append((t, d, g, c, 0.0))
+    stalls = FaultSchedule(spec, 0).stalls_between(0, t_end)
+    first = rep.playouts["1"]["first_play_ns"]
+    last_arrival = max(f.arrival_ns for f in frames)
+    return summarize(series, stalls, rep.stats, first, last_arrival)
+
+
+async def real(spec: Any, pcm: Any, sr: int, cfg: Any) -> dict[str, Any]:
+    import asyncio
+    import os
+    import re
+
+    from voicepipe.client import ClientSession
+    from voicepipe.clock import now_ns
+    from voicepipe.core.faults import FaultSchedule
+    from voicepipe.netsim import NetSim
+
+    # the server runs in its own process, as in real use: its work (resampling, pacing)
+    # must not delay the client's event loop, whose arrival times are what is measured
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "voicepipe.cli", "serve", "--pipeline", "loopback",
+        "--host", "127.0.0.1", "--port", "0", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert server.stdout is not None
+    line = (await asyncio.wait_for(server.stdout.readline(), 120)).decode()
+    m = re.search(r"serving http://([\d.]+):(\d+)/", line)
+    if not m:
+        server.terminate()
+        raise RuntimeError(f"voicepipe serve printed {line!r}")
+    host, port = m.group(1), m.group(2)
+    sim = NetSim(("127.0.0.1", 0), (host, int(port)), spec, directions="down")
+    h, p = await sim.start()
+    # input at 4x real time: the echo is produced ahead of its schedule, so the server's
+    # pacer (not the client's send loop) sets the reply's timing, as for a real reply
+    session = ClientSession(f"ws://{h}:{p}/ws", pcm, sr, cfg, playout="adaptive",
+                            trailing_silence_s=0.5, timeout_s=len(pcm) / sr + 30.0,
+                            speed=SPEED)
+    series: list[tuple[int, float, float, float, float]] = []
+    done = asyncio.Event()
+
+    async def sample() -> None:
+        while not done.is_set():
+            pl = session.playout
+            if pl is not None:
+                t = now_ns()
+                s = pl.stats(t)
+                series.append((t, s["current_delay_ms"], s["target_delay_ms"],
+                               s["concealed_ms"], s["played_ms"]))
+            await asyncio.sleep(0.02)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        res = await session.run()
+    finally:
+        done.set()
+        await sampler
+        await sim.close()
+        server.terminate()
+        await server.wait()
+    stats = dict(res.jitter or {})
+    start = sim.conn_starts[0] if sim.conn_starts else now_ns()
+    t_end = series[-1][0] if series else start
+    stalls = FaultSchedule(spec, start).stalls_between(start, t_end)
+    first = res.first_play_ns
+    # "until all audio was received": the input stream's length after playout start
+    stop = (first or start) + int(len(pcm) / sr * 1e9)  # the reply plays at real time
+    out = summarize(series, stalls, stats, first, stop)
+    out["netsim"] = sim.stats.as_dict()
+    out["errors"] = res.errors + ([res.error] if res.error else [])
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+    import os
+    import platform
+
+    from voicepipe.core.faults import FaultSpec
+
+    cfg = args.config
+    names = args.scenario or sorted(SCENARIOS)
+    report: dict[str, Any] = {
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "seconds": args.seconds, "scenarios": {},
+    }
+    pcm, sr = speech(args.seconds)
+    for name in names:
+        spec = FaultSpec(seed=args.seed, **SCENARIOS[name])
+        entry: dict[str, Any] = {"spec": dataclasses.asdict(spec)}
+        entry["simulated"] = simulated(spec, args.seconds, cfg, pcm, sr)
+        if not args.no_real:
+            entry["real"] = asyncio.run(real(spec, pcm, sr, cfg))
+        report["scenarios"][name] = entry
+        print(f"bench jitter: {name} done", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        for name, e in report["scenarios"].items():
+            for kind in ("simulated", "real"):
+                if kind in e:
+                    r = e[kind]
+                    print(f"{name:20s} {kind:9s} underruns={r['underruns']:3d} "
+                          f"concealed={r['concealed_pct']:.2f}% delay mean={r['delay_ms_mean']}"
+                          f" p95={r['delay_ms_p95']} ms recovery max={r['recovery_ms_max']} ms")
+    return 0
