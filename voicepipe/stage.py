@@ -67,6 +67,9 @@ class Inbox:
             frame = self.get_nowait()
             if frame is not None:
                 return frame
+            # drop_data may have emptied the queue while _readable stayed set: without
+            # this clear, wait() returns at once and get() spins, starving the loop.
+            self._readable.clear()
             await self._readable.wait()
 
     async def wait_system(self) -> None:
