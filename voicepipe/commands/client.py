@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from voicepipe.audio import read_wav, write_wav
+    from voicepipe.audio import read_wav
     from voicepipe.client import run_sessions
     from voicepipe.tracing import Tracer, format_summary
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             out = Path(args.out)
             if len(results) > 1:
                 out = out.with_name(f"{out.stem}-{r.index}{out.suffix}")
-            write_wav(out, r.reply_audio().astype("float32") / 32768.0, r.output_sample_rate)
+            _write_pcm16(out, r.reply_audio(), r.output_sample_rate)
         obj = r.to_json()
         if args.json:
             print(json.dumps(obj), flush=True)
@@ -91,3 +91,19 @@ def run(args: argparse.Namespace) -> int:
     if args.trace:
         tracer.save()
     return 0 if all(r.to_json()["ok"] for r in results) else 1
+
+
+def _write_pcm16(path: object, pcm16: object, rate: int) -> None:
+    """The received samples exactly as they came off the wire (no float round trip)."""
+    import wave
+    from pathlib import Path
+
+    import numpy as np
+
+    p = Path(str(path))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(p), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.asarray(pcm16, dtype="<i2").tobytes())

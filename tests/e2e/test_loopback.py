@@ -1,0 +1,147 @@
+"""Loopback end to end: the client gets back the audio it sent, with a trace.
+
+One run goes through the real command line (`voicepipe serve` and `voicepipe
+client --json` as subprocesses); one runs the same code in-process at rates
+that force resampling both ways.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from voicepipe import config, tracing
+from voicepipe.audio import resample, write_wav
+from voicepipe.client import run_sessions
+from voicepipe.server.app import Server
+
+VOICEPIPE = [sys.executable, "-m", "voicepipe.cli"]
+
+
+def voice_like(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
+    """A harmonic, pitch-gliding, syllable-modulated signal below 4 kHz (speech-shaped)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(round(seconds * rate)) / rate
+    f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    x = sum(rng.uniform(0.2, 1.0) / h * np.sin(h * phase) for h in range(1, 20)
+            if h * 170 < 4000)
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t) ** 2
+    return (0.25 * x * envelope / np.max(np.abs(x))).astype(np.float32)
+
+
+def aligned_snr_db(ref: np.ndarray, got: np.ndarray) -> tuple[float, int]:
+    """SNR of ``got`` against ``ref`` after the best integer alignment (and its lag)."""
+    n = min(len(ref), len(got))
+    corr = np.correlate(got[: n + 400].astype(np.float64), ref[:n].astype(np.float64), "full")
+    lag = int(np.argmax(corr)) - (n - 1)
+    a = ref[max(0, -lag):]
+    b = got[max(0, lag):]
+    m = min(len(a), len(b))
+    a, b = a[200 : m - 200], b[200 : m - 200]  # resampler edges
+    return float(10 * np.log10(np.sum(a**2) / np.sum((a - b) ** 2))), lag
+
+
+def _pcm16(path: Path) -> np.ndarray:
+    with wave.open(str(path), "rb") as w:
+        assert (w.getframerate(), w.getsampwidth(), w.getnchannels()) == (16000, 2, 1)
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+
+
+def _spawn_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*VOICEPIPE, "serve", "--pipeline", "loopback", "--port", "0", *extra],
+        stdout=subprocess.PIPE, stderr=(tmp_path / "serve.log").open("w"), text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # "voicepipe: serving http://127.0.0.1:PORT/ ..."
+    assert "serving http://" in line, (tmp_path / "serve.log").read_text()
+    port = line.split("http://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+    return proc, f"ws://127.0.0.1:{port}/ws"
+
+
+def test_cli_loopback_returns_the_same_samples(tmp_path: Path) -> None:
+    wav_in, wav_out = tmp_path / "in.wav", tmp_path / "reply.wav"
+    pcm = voice_like(1.5, 16000)
+    write_wav(wav_in, pcm, 16000)
+    server_trace, client_trace = tmp_path / "server.jsonl", tmp_path / "client.json"
+    proc, url = _spawn_server(tmp_path, "--trace", str(server_trace))
+    try:
+        out = subprocess.run(
+            [*VOICEPIPE, "client", "--url", url, "--wav", str(wav_in), "--out", str(wav_out),
+             "--json", "--speed", "4", "--output-rate", "16000", "--silence", "0.2",
+             "--trace", str(client_trace)],
+            capture_output=True, text=True, timeout=120,
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert rc == 0, (tmp_path / "serve.log").read_text()  # Ctrl-C is a clean shutdown
+    result = json.loads(out.stdout.strip().splitlines()[0])
+    for key in ("transcript", "reply_text", "reply_audio_s", "latency_ms", "jitter"):
+        assert key in result
+    assert result["ok"] and result["close_code"] == 1000
+    assert result["reply_audio_s"] == pytest.approx(1.7, abs=0.001)  # input + 0.2 s silence
+    assert result["latency_ms"]["loopback.echo"] >= 0
+    assert result["latency_ms"]["client.first_audio"] > 0
+    assert result["jitter"]["played_ms"] == pytest.approx(1700, abs=1)
+
+    # Same rate end to end: the very same PCM16 samples come back.
+    sent, got = _pcm16(wav_in), _pcm16(wav_out)
+    np.testing.assert_array_equal(got[: len(sent)], sent)
+    assert len(got) == len(sent) + 3200 and not np.any(got[len(sent):])
+
+    # Traces: the server's (JSONL) and the client's (Chrome JSON) both hold the spans.
+    names = {s.name for s in tracing.load(server_trace)}
+    assert {"loopback.echo", "loopback.stream"} <= names
+    chrome = json.loads(client_trace.read_text())
+    assert {e["name"] for e in chrome["traceEvents"] if e["ph"] == "X"} >= {"loopback.echo"}
+    summary = subprocess.run([*VOICEPIPE, "trace", "summarize", str(server_trace), "--json"],
+                             capture_output=True, text=True, timeout=60)
+    assert json.loads(summary.stdout)["loopback.stream"]["count"] == 1
+
+
+@pytest.mark.parametrize("rate_in, rate_out", [(44100, 24000), (8000, 48000)])
+async def test_loopback_resampled(rate_in: int, rate_out: int) -> None:
+    cfg = config.Config()
+    server = Server(cfg, pipeline="loopback", port=0)
+    await server.start()
+    try:
+        pcm = voice_like(1.2, rate_in, seed=rate_in)
+        (res,) = await run_sessions(server.ws_url, pcm, rate_in, cfg, speed=4.0,
+                                    output_sample_rate=rate_out, trailing_silence_s=0.2)
+    finally:
+        await server.close()
+    assert res.to_json()["ok"], res.to_json()
+    got = res.reply_audio().astype(np.float32) / 32768
+    # The path: client rate → ASR rate (16 kHz) → output rate; do the same offline.
+    ref = resample(resample(pcm, rate_in, cfg.audio.asr_sample_rate), cfg.audio.asr_sample_rate,
+                   rate_out)
+    snr, lag = aligned_snr_db(ref, got)
+    assert abs(lag) < rate_out // 100  # streaming resamplers keep the timeline
+    assert snr > 30, snr
+    assert len(got) == pytest.approx(1.4 * rate_out, abs=rate_out * 0.01)
+    assert any(s.name == "loopback.echo" for s in res.spans)
+
+
+def test_dataclass_session_info_defaults() -> None:
+    from voicepipe.pipelines import SessionInfo, available, build
+
+    cfg = dataclasses.replace(config.Config())
+    info = SessionInfo.for_config(cfg, input_sample_rate=44100)
+    assert (info.input_sample_rate, info.asr_sample_rate, info.output_sample_rate) == (
+        44100, 16000, 22050)
+    assert "loopback" in available()
+    stages = build("loopback", cfg, info)
+    assert [s.name for s in stages] == ["loopback", "output"]
