@@ -131,12 +131,12 @@ def chrome_events(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
     tids: dict[str, int] = {}
     events: list[dict[str, Any]] = []
     for s in spans:
-        session = s.session or "session"
+        session = s.session
         stage = s.name.split(".", 1)[0]
         if session not in pids:
             pids[session] = len(pids) + 1
             events.append({"ph": "M", "name": "process_name", "pid": pids[session], "tid": 0,
-                           "args": {"name": session}})
+                           "args": {"name": session or "voicepipe"}})
         if stage not in tids:
             tids[stage] = len(tids) + 1
         events.append({
@@ -147,7 +147,7 @@ def chrome_events(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
             "dur": max(0.0, (s.end_ns - s.start_ns) / 1e3),
             "pid": pids[session],
             "tid": tids[stage],
-            "args": {"turn_id": s.turn_id, **s.attrs},
+            "args": {**s.attrs, "turn_id": s.turn_id, "session": s.session},
         })
     for pid in pids.values():
         for stage, tid in tids.items():
@@ -169,17 +169,16 @@ def load(path: str | Path) -> list[SpanRecord]:
     stripped = text.lstrip()
     if stripped.startswith("{") and '"traceEvents"' in stripped[:200]:
         events = json.loads(text)["traceEvents"]
-        names = {e["pid"]: e["args"]["name"] for e in events
-                 if e.get("ph") == "M" and e.get("name") == "process_name"}
         out = []
         for e in events:
             if e.get("ph") != "X":
                 continue
             args = dict(e.get("args") or {})
             turn = int(args.pop("turn_id", 0))
+            session = str(args.pop("session", ""))
             start = round(float(e["ts"]) * 1e3)
             out.append(SpanRecord(e["name"], start, start + round(float(e["dur"]) * 1e3), turn,
-                                  names.get(e.get("pid"), ""), args))
+                                  session, args))
         return out
     spans = []
     for i, line in enumerate(text.splitlines(), 1):
