@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from voicepipe.core.wer import normalize
+
 _NON_WORD = re.compile(r"[^\w']+")
 
 
@@ -40,9 +42,11 @@ def agreement(a: list[str], b: list[str]) -> int:
 
 
 def unstable_words(partial: str, final: str) -> int:
-    """How many trailing words of ``partial`` are not a prefix of ``final`` (flicker measure)."""
-    p = [w for w in split_words(partial) if word_key(w)]
-    f = [w for w in split_words(final) if word_key(w)]
+    """How many trailing words of ``partial`` are not a prefix of ``final`` (flicker measure).
+
+    Both sides are normalised as for WER first, so "3 apples" agrees with "three apples".
+    """
+    p, f = normalize(partial).split(), normalize(final).split()
     return len(p) - agreement(p, f)
 
 

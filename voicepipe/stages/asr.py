@@ -126,6 +126,8 @@ class AsrStage(Stage):
         self._turn: _Turn | None = None  # the open turn
         self._pending: list[_Turn] = []  # ended turns whose final is not out yet
         self._wake = asyncio.Event()
+        self._idle = asyncio.Event()  # set whenever the decoder may have run out of work
+        self._decoding = False
         self._decoder: asyncio.Task[None] | None = None
         # Counters for `voicepipe bench asr` (seconds of decoding by kind, counts).
         self.stats: dict[str, float] = {"partial_s": 0.0, "early_s": 0.0, "final_s": 0.0,
@@ -145,6 +147,17 @@ class AsrStage(Stage):
             self._decoder.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._decoder
+
+    async def wait_idle(self) -> None:
+        """Until the decoder has nothing left to do for the audio seen so far.
+
+        Lets a file be streamed in lockstep (as if decoding took no time), which makes
+        offline transcription and tests deterministic.
+        """
+        while self._decoding or self._next_job() is not None:
+            self._idle.clear()
+            self._wake.set()
+            await self._idle.wait()
 
     def _stale(self, frame: Frame, turn: int) -> bool:
         # This stage is the source of turns: the audio it receives is never an old turn's work.
@@ -275,6 +288,7 @@ class AsrStage(Stage):
             job = self._next_job()
             if job is None:
                 self._wake.clear()
+                self._idle.set()
                 await self._wake.wait()
                 continue
             turn, cutoff, kind = job
@@ -285,7 +299,12 @@ class AsrStage(Stage):
             if kind == "partial":
                 turn.partial_at = cutoff
             pcm = self.audio.get(turn.start_idx, cutoff)
-            hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
+            self._decoding = True
+            try:
+                hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
+            finally:
+                self._decoding = False
+                self._idle.set()
             self.stats[f"{kind}_s"] += hyp.seconds
             self.stats["retries"] += hyp.retried
             if turn.best is None or cutoff >= turn.best[0]:
@@ -330,3 +349,27 @@ class AsrStage(Stage):
         turn.done.set()
         if self._turn is None and not self._pending:
             self.audio.drop_before(self.audio.end - PREROLL_MS * SR // 1000)
+
+
+async def stream_file(stage: AsrStage, pcm: np.ndarray, sample_rate: int, *, frame_ms: int = 20,
+                      lockstep: bool = True) -> list[Frame]:
+    """Drive a started ``stage`` with ``pcm`` in ``frame_ms`` frames, as fast as it goes.
+
+    Returns every frame the stage pushed (its ``push`` is replaced). With ``lockstep``
+    each frame waits for the decoder to go idle, so partials fall at the same audio
+    positions on every run; without it, decoding overlaps intake as it would live.
+    """
+    out: list[Frame] = []
+
+    async def collect(f: Frame) -> None:
+        out.append(f)
+
+    stage.push = collect
+    n = max(1, sample_rate * frame_ms // 1000)
+    for seq, i in enumerate(range(0, len(pcm), n)):
+        await stage.process(AudioIn(pcm=pcm[i : i + n], sample_rate=sample_rate,
+                                    media_ns=i * 1_000_000_000 // sample_rate, seq=seq))
+        if lockstep:
+            await stage.wait_idle()
+    await stage.process(InputEnd())
+    return out
