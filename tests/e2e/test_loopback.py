@@ -7,6 +7,7 @@ that force resampling both ways.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -135,13 +136,41 @@ async def test_loopback_resampled(rate_in: int, rate_out: int) -> None:
     assert any(s.name == "loopback.echo" for s in res.spans)
 
 
-def test_dataclass_session_info_defaults() -> None:
+def test_session_info_and_discovery() -> None:
     from voicepipe.pipelines import SessionInfo, available, build
 
     cfg = dataclasses.replace(config.Config())
     info = SessionInfo.for_config(cfg, input_sample_rate=44100)
     assert (info.input_sample_rate, info.asr_sample_rate, info.output_sample_rate) == (
         44100, 16000, 22050)
-    assert "loopback" in available()
+    assert {"loopback", "parrot"} <= set(available())
     stages = build("loopback", cfg, info)
     assert [s.name for s in stages] == ["loopback", "output"]
+
+
+async def test_parrot_measures_voice_to_voice() -> None:
+    """Reply after the end of input: the client measures e2e.voice_to_voice, and the
+    server derives its own from the client's playback reports."""
+    cfg = config.Config()
+    server = Server(cfg, pipeline="parrot", port=0)
+    await server.start()
+    try:
+        pcm = voice_like(0.6, 16000)
+        (res,) = await run_sessions(server.ws_url, pcm, 16000, cfg, speed=2.0,
+                                    output_sample_rate=16000, trailing_silence_s=0.1)
+        for _ in range(100):  # the playback report may land just after the session closed
+            if any(s.name == "e2e.voice_to_voice" for s in server.tracer.spans):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await server.close()
+    out = res.to_json()
+    assert out["ok"], out
+    assert out["transcript"] == ""
+    assert out["reply_audio_s"] == pytest.approx(0.7, abs=0.001)
+    v2v = out["latency_ms"]["e2e.voice_to_voice"]
+    assert v2v > 0  # the reply cannot be heard before the input ended
+    assert out["turns"][0]["latency_ms"]["e2e.voice_to_voice"] == v2v
+    server_side = [s for s in server.tracer.spans if s.name == "e2e.voice_to_voice"]
+    assert len(server_side) == 1 and server_side[0].attrs["measured_by"] == "server"
+    assert server_side[0].duration_ms > 0

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections import deque
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +37,7 @@ from voicepipe.frames import (
 )
 from voicepipe.pipeline import Pipeline
 from voicepipe.stages.output import AudioOut, ReplyFinished, ReplyStarted
+from voicepipe.tracing import E2E_VOICE_TO_VOICE
 
 if TYPE_CHECKING:
     from voicepipe.server.app import Server
@@ -61,6 +63,9 @@ class Session:
         self._resampler: soxr.ResampleStream | None = None
         self._asr_samples = 0  # AudioIn samples produced so far
         self._asr_origin_ns = 0  # input media time of the first AudioIn sample
+        # (input media ns at the end of a received frame, server time it arrived), recent
+        self._arrivals: deque[tuple[int, int]] = deque(maxlen=3000)
+        self._speech_end_ns: dict[int, int] = {}  # turn → arrival of its last speech sample
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,7 +158,7 @@ class Session:
                 self._turn = max(self._turn, msg.turn_id + 1)
                 await self.pipeline.interrupt(self._turn, msg.reason or "client")
             elif isinstance(msg, P.Playback):
-                await self.pipeline.put(self._playback(msg))
+                await self._on_playback(msg)
             elif isinstance(msg, P.EndInput):
                 await self._flush_input()
                 await self.pipeline.put(InputEnd(turn_id=self._turn))
@@ -176,6 +181,7 @@ class Session:
             gap = min(frame.media_ts - self._in_next_ts, int(MAX_GAP_S * rate))
             pcm = np.concatenate([np.zeros(gap, np.float32), pcm])
         self._in_next_ts = frame.media_ts + len(frame.pcm)
+        self._arrivals.append((self._in_next_ts * 1_000_000_000 // rate, now_ns()))
         if self._resampler is not None:
             pcm = self._resampler.resample_chunk(pcm)
         await self._emit_audio(pcm)
@@ -196,6 +202,26 @@ class Session:
         await self.pipeline.put(AudioIn(turn_id=self._turn, pcm=pcm, sample_rate=asr_rate,
                                         media_ns=media_ns, seq=self._in_seq))
         self._in_seq += 1
+
+    def _arrival_ns(self, media_ns: int) -> int | None:
+        """When the input frame holding media time ``media_ns`` reached the server."""
+        for end_media, arrived in self._arrivals:
+            if end_media >= media_ns:
+                return arrived
+        return None
+
+    async def _on_playback(self, msg: P.Playback) -> None:
+        assert self.pipeline is not None
+        report = self._playback(msg)
+        speech_end = self._speech_end_ns.pop(msg.turn_id, None)
+        if report.first_play_ns is not None and speech_end is not None:
+            # The server's view of e2e.voice_to_voice: the speech-end sample's arrival →
+            # the reply's first sample played, per the client's report (network one way
+            # is not in it; the headless client measures the full span itself).
+            span = SpanFrame(turn_id=msg.turn_id, name=E2E_VOICE_TO_VOICE, start_ns=speech_end,
+                             end_ns=report.first_play_ns, attrs={"measured_by": "server"})
+            await self._sink(span)
+        await self.pipeline.put(report)
 
     def _playback(self, msg: P.Playback) -> PlaybackReport:
         first = None
@@ -239,6 +265,9 @@ class Session:
         elif isinstance(frame, TranscriptPartial):
             await self._send_msg(P.Transcript(turn_id=t, text=frame.text))
         elif isinstance(frame, TranscriptFinal):
+            arrived = self._arrival_ns(frame.speech_end_media_ns)
+            if arrived is not None:
+                self._speech_end_ns[t] = arrived
             await self._send_msg(P.Transcript(turn_id=t, text=frame.text, final=True,
                                               speech_end_ms=frame.speech_end_media_ns / 1e6))
         elif isinstance(frame, SpanFrame):
