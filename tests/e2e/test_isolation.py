@@ -131,7 +131,6 @@ async def test_bad_clients_do_not_disturb_a_good_session() -> None:
     assert out["ok"] and out["close_code"] == P.CLOSE_NORMAL, out
     sent = P.pcm16_from_float(pcm)
     np.testing.assert_array_equal(res.reply_audio()[: len(sent)], sent)
-    assert out["jitter"]["underruns"] == 0
 
     await asyncio.sleep(0)
     leaked = [t for t in asyncio.all_tasks() - baseline if not t.done()]
