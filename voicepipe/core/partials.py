@@ -68,7 +68,8 @@ class StablePrefix:
         if self._prev is not None:
             n = min(agreement(self._prev, words), len(words) - 1)
             if n > len(self.committed) and agreement(self.committed, words) == len(self.committed):
-                self.committed = words[:n]
+                # Extend, keeping the committed words exactly as first shown.
+                self.committed = self.committed + words[len(self.committed) : n]
         self._prev = words
         tail = words[len(self.committed):]
         return Partial(text=" ".join(self.committed + tail), stable=" ".join(self.committed))
