@@ -133,6 +133,19 @@ def load_models(path: str | Path) -> TTSModels:
     return TTSModels(target, draft, duration)
 
 
+def load_training_checkpoints(lm_ckpt: str | Path, dur_ckpt: str | Path) -> TTSModels:
+    """Models straight from `voicepipe train tts` checkpoints (for evaluating a run)."""
+    lm = torch.load(lm_ckpt, map_location="cpu", weights_only=False)
+    du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
+    target = CodecLM(ModelArgs(**lm["args"]["target"]))
+    draft = CodecLM(ModelArgs(**lm["args"]["draft"]))
+    duration = DurationPredictor(DurArgs(**du["args"]["duration"]))
+    target.load_state_dict(lm["models"]["target"])
+    draft.load_state_dict(lm["models"]["draft"])
+    duration.load_state_dict(du["models"]["duration"])
+    return TTSModels(target.eval(), draft.eval(), duration.eval())
+
+
 def conditioning(model: CodecLM, ids: list[int], al: FrameAlign) -> torch.Tensor:
     """Per-frame conditioning (1, T, d) for one utterance."""
     with torch.inference_mode():
@@ -192,34 +205,30 @@ class CodecLMTTS:
     for time-to-first-audio), then ``chunk_frames`` at a time (larger, so the
     vocoder's re-synthesized left context costs less per second of audio)."""
 
-    def __init__(self, models: TTSModels, codec, vocoder, *, chunk_frames: int = 8,
+    def __init__(self, models: TTSModels, codec, *, chunk_frames: int = 8,
                  first_frames: int = 4, threads: int = 1) -> None:
         self.m = models
-        self.codec = codec  # voicepipe.nn.codec.MelVQCodec
-        self.vocoder = vocoder  # voicepipe.nn.hifigan.Vocoder
+        self.codec = codec  # voicepipe.nn.codec.MelVQCodec (its vocoder decodes)
         self.chunk_frames = chunk_frames
         self.first_frames = first_frames
         self.threads = threads
         self._distance = None
 
     @classmethod
-    def from_config(cls, cfg, models_path: str | Path | None = None) -> CodecLMTTS:
+    def from_config(cls, cfg, models_path: str | Path | None = None,
+                    models: TTSModels | None = None) -> CodecLMTTS:
         from voicepipe import registry
         from voicepipe.nn.codec import MelVQCodec
-        from voicepipe.nn.hifigan import Vocoder, load_generator
 
-        models = load_models(models_path or registry.resolve("codec-lm-hibari"))
-        codec = MelVQCodec.load(registry.resolve(cfg.codec.model), q=cfg.codec.q)
-        vocoder = Vocoder(load_generator(registry.resolve(cfg.codec.vocoder)))
-        return cls(models, codec, vocoder, chunk_frames=cfg.codec.chunk_frames)
+        if models is None:
+            models = load_models(models_path or registry.resolve("codec-lm-hibari"))
+        codec = MelVQCodec.load(cfg.codec.model, q=cfg.codec.q, vocoder_name=cfg.codec.vocoder)
+        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames)
 
     def distance(self) -> np.ndarray:
-        """(V, V) level-0 codebook distances / their mean, for the acoustic rule."""
+        """(V, V) level-0 code distances, RMS nepers per mel bin (the codec's unit for β)."""
         if self._distance is None:
-            cb = np.asarray(self.codec.codebooks[0], dtype=np.float64)
-            sq = (cb * cb).sum(-1)
-            d = np.sqrt(np.maximum(sq[:, None] + sq[None] - 2 * cb @ cb.T, 0.0))
-            self._distance = d / d[np.triu_indices(len(cb), 1)].mean()
+            self._distance = self.codec.distance_matrix(0).numpy()
         return self._distance
 
     def codes(self, text: str, opts: SynthOptions, stats: dict | None = None,
@@ -251,10 +260,8 @@ class CodecLMTTS:
     def stream(self, text: str, opts: SynthOptions, stats: dict | None = None,
                durations: list[int] | None = None):
         """Yield float32 22,050 Hz audio chunks as soon as the vocoder has them."""
-        from voicepipe.nn.hifigan import StreamingVocoder
-
         torch.set_num_threads(self.threads)
-        sv = StreamingVocoder(self.vocoder)
+        dec = self.codec.stream_decoder()
         pending: list[np.ndarray] = []
         n_pending, first = 0, True
         lm_s, t0 = 0.0, _now()
@@ -268,15 +275,14 @@ class CodecLMTTS:
                 n_pending += len(block)
             need = self.first_frames if first else self.chunk_frames
             if pending and (n_pending >= need or block is None):
-                mel = self.codec.decode_mel(np.concatenate(pending))
+                wave = dec.push(np.concatenate(pending)[:, : self.codec.q])
                 pending, n_pending = [], 0
-                wave = sv.push(torch.as_tensor(mel, dtype=torch.float32))
                 if len(wave):
                     first = False
                     yield wave.numpy()
             if block is None:
                 break
-        tail = sv.flush()
+        tail = dec.flush()
         if len(tail):
             yield tail.numpy()
         if stats is not None:

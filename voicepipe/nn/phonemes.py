@@ -38,10 +38,10 @@ def frame_seconds() -> float:
 
 
 def n_frames_for(durations: np.ndarray | list[int]) -> int:
-    """Codec frames covering the teacher's audio for these durations (mel: N // 256 // 4)."""
+    """Codec frames covering the teacher's audio for these durations (MelVQ: ceil(N / 1024))."""
     n24 = int(np.sum(durations)) * 600
     n22 = int(round(n24 * CODEC_RATE / 24000))
-    return max(1, n22 // FRAME_SAMPLES)
+    return max(1, -(-n22 // FRAME_SAMPLES))
 
 
 def align(durations: np.ndarray | list[int], n_frames: int | None = None) -> FrameAlign:

@@ -91,7 +91,7 @@ def encode_codes(root: Path, model: str, force: bool = False) -> int:
     from voicepipe.audio import read_wav
     from voicepipe.nn.codec import MelVQCodec
 
-    codec = MelVQCodec.load(model) if hasattr(MelVQCodec, "load") else MelVQCodec(model)
+    codec = MelVQCodec.load(model, q=None)
     (root / "codes").mkdir(parents=True, exist_ok=True)
     n = 0
     for row in read_manifest(root):
@@ -100,8 +100,7 @@ def encode_codes(root: Path, model: str, force: bool = False) -> int:
             continue
         wave, sr = read_wav(root / row["wav"])
         assert sr == WAV_RATE, (row["wav"], sr)
-        codes = np.asarray(codec.encode_all(wave) if hasattr(codec, "encode_all")
-                           else codec.encode(wave))
+        codes = codec.encode_all(wave).numpy()  # every trained level; the LM slices [:, :q]
         tmp = out.with_suffix(".tmp.npy")
         np.save(tmp, codes.astype(np.int16))
         tmp.replace(out)

@@ -1,0 +1,189 @@
+"""`voicepipe bench tts`: speed and round-trip WER of the codec-LM TTS per rule and β, vs hibari.
+
+Sentences: the held-out split of the seeded corpus (never trained on), so the
+benchmark needs no generated data. For each row every sentence is
+synthesized free-running (predicted durations, the real future phonemes in
+the lookahead), vocoded, transcribed with the default ASR (Whisper tiny.en)
+and scored with ``core.wer``.
+
+Columns: ``speedup`` = codec-LM decoding time of plain AR decoding at the
+same temperature / that of the row (the vocoder is identical for both and is
+left out); ``rtf`` = (LM + vocoder) wall time / audio seconds; ``ttfa_ms`` =
+call → first audio chunk; ``target_passes_per_s`` = target forward passes
+per second of audio. Rules: ``relaxed`` at β = 0 is the exact rule (sampled,
+temperature ``--temperature``); ``topk`` uses k = 1 + round(10 β); ``acoustic``
+accepts a draft whose level-0 codebook vector is within β (in units of the
+mean pairwise codebook distance) of the target's greedy choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+BETAS = (0.0, 0.1, 0.2, 0.3, 0.5)
+
+
+def _row(backend: str, rule: str, beta: float | None, res: list, refs: list[str],
+         base_lm: float | None) -> dict:
+    from voicepipe.core.wer import wer
+    from voicepipe.roundtrip import transcribe
+
+    hyps = [transcribe(r.audio, 22050) for r in res]
+    audio_s = sum(r.audio_s for r in res)
+    lm_s = sum(r.lm_s for r in res)
+    st = [r.stats for r in res]
+    drafted = sum(s.get("drafted", 0) for s in st)
+    drafts = sum(s.get("drafts", 0) for s in st)
+    accepted = sum(s.get("accepted", 0) for s in st)
+    passes = sum(s.get("target_passes", 0) for s in st)
+    return {
+        "backend": backend, "rule": rule, "beta": beta,
+        "speedup": (base_lm / lm_s) if base_lm and lm_s else None,
+        "wer": wer(refs, hyps),
+        "rtf": sum(r.wall_s for r in res) / audio_s,
+        "lm_rtf": lm_s / audio_s if lm_s else None,
+        "ttfa_ms": 1e3 * sorted(r.ttfa_s for r in res)[len(res) // 2],
+        "acceptance_rate": accepted / drafted if drafted else None,
+        "mean_accepted_len": 1 + accepted / drafts if drafts else None,
+        "target_passes_per_s": passes / audio_s if passes else None,
+        "audio_s": audio_s, "n": len(res),
+        "examples": [{"ref": a, "hyp": b} for a, b in list(zip(refs, hyps, strict=True))[:3]],
+    }
+
+
+def _hibari(texts: list[str]) -> list:
+    import numpy as np
+
+    from voicepipe.nn.codec_tts import SynthResult
+    from voicepipe.stages.tts import HibariBackend
+
+    hb = HibariBackend()
+    list(hb.stream("Warm up."))
+    out = []
+    for t in texts:
+        t0 = time.perf_counter()
+        chunks, ttfa = [], None
+        for c in hb.stream(t):
+            ttfa = ttfa if ttfa is not None else time.perf_counter() - t0
+            chunks.append(c)
+        wall = time.perf_counter() - t0
+        out.append(SynthResult(np.concatenate(chunks), np.zeros((0, 0)), {}, ttfa or wall,
+                               wall, 0.0))
+    return out
+
+
+def run(args: argparse.Namespace) -> dict:
+    import torch
+
+    from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions
+    from voicepipe.training.corpus import sentences
+
+    torch.set_num_threads(args.threads)
+    n = args.sentences or (8 if args.quick else 30)
+    texts = sentences(4000, 60, 0)[1][:n]
+    betas = (0.0, 0.3) if args.quick else BETAS
+    rules = args.rules.split(",")
+    rows = []
+    if not args.no_hibari:
+        rows.append(_row("hibari", "-", None, _hibari(texts), texts, None))
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    models = None
+    if args.ckpt:
+        from voicepipe.nn.codec_tts import load_training_checkpoints
+
+        models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
+    tts = CodecLMTTS.from_config(args.config, args.model or None, models)
+    tts.synth("Warm up.", SynthOptions())
+
+    def synth_all(**kw) -> list:
+        opts = SynthOptions(spec_k=args.k, seed=args.seed, **kw)
+        return [tts.synth(t, opts) for t in texts]
+
+    for temp in sorted({0.0} | ({args.temperature} if "relaxed" in rules else set())):
+        base = synth_all(rule="ar", temperature=temp)
+        base_lm = sum(r.lm_s for r in base)
+        rows.append(_row("codec-lm", "ar", None, base, texts, base_lm) | {"temperature": temp})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+        for rule in rules:
+            sampled = rule == "relaxed"
+            if sampled != (temp > 0):
+                continue
+            for beta in ([0.0] if rule == "greedy" else betas):
+                kw = {"rule": rule, "beta": beta, "temperature": temp}
+                if rule == "topk":
+                    kw["top_k"] = 1 + round(10 * beta)
+                res = synth_all(**kw)
+                rows.append(_row("codec-lm", rule, beta, res, texts, base_lm)
+                            | {"temperature": temp})
+                print(json.dumps(rows[-1]), file=sys.stderr)
+    return {"rows": rows, "sentences": n, "threads": args.threads, "spec_k": args.k}
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    by_rule: dict[str, list[dict]] = {}
+    for r in result["rows"]:
+        if r["backend"] == "codec-lm" and r["beta"] is not None:
+            by_rule.setdefault(r["rule"], []).append(r)
+    for rule, rs in by_rule.items():
+        rs.sort(key=lambda r: r["beta"])
+        a1.plot([r["beta"] for r in rs], [r["speedup"] for r in rs], "o-", label=rule)
+        a2.plot([r["beta"] for r in rs], [100 * r["wer"] for r in rs], "o-", label=rule)
+    for r in result["rows"]:
+        if r["rule"] == "ar":
+            a2.axhline(100 * r["wer"], ls="--", c="gray", lw=0.8)
+        if r["backend"] == "hibari":
+            a2.axhline(100 * r["wer"], ls=":", c="green", lw=0.8, label="hibari")
+    a1.set(xlabel="β", ylabel="speedup over plain AR (LM time)", title="speed")
+    a2.set(xlabel="β", ylabel="round-trip WER %", title="intelligibility")
+    a1.legend()
+    a2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _handler(args: argparse.Namespace) -> int:
+    result = run(args)
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for r in result["rows"]:
+            print(f"{r['backend']:9s} {r['rule']:8s} β={r['beta']!s:5s} "
+                  f"speedup={r['speedup'] or 0:.2f} wer={100 * r['wer']:.1f}% "
+                  f"rtf={r['rtf']:.3f} ttfa={r['ttfa_ms']:.0f}ms "
+                  f"acc={r['acceptance_rate'] or 0:.2f} len={r['mean_accepted_len'] or 0:.2f}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tts",
+        help="codec-LM TTS: speedup, WER, RTF, ttfa per acceptance rule and β, vs hibari",
+        description=__doc__.split("\n\n")[0] + " See the module docstring for the columns.",
+    )
+    p.add_argument("--quick", action="store_true", help="8 sentences, β ∈ {0, 0.3}")
+    p.add_argument("--sentences", type=int, default=0, help="held-out sentences (default 30)")
+    p.add_argument("--rules", default="greedy,relaxed,topk,acoustic",
+                   help="comma-separated rules (default greedy,relaxed,topk,acoustic)")
+    p.add_argument("--temperature", type=float, default=0.7,
+                   help="sampling temperature for the relaxed/exact rows (default 0.7)")
+    p.add_argument("--k", type=int, default=4, help="initial draft length (adaptive)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads for the LM")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="", help="checkpoint directory instead of codec-lm-hibari")
+    p.add_argument("--ckpt", default="", help="evaluate a training checkpoint (runs/tts/…)")
+    p.add_argument("--duration-ckpt", default="", help="with --ckpt: duration checkpoint")
+    p.add_argument("--no-hibari", action="store_true", help="skip the hibari baseline row")
+    p.add_argument("--plot", default="", help="write a speedup/WER-vs-β PNG here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_handler)
