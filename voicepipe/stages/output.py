@@ -177,14 +177,28 @@ class OutputStage(Stage):
         wait_ns = self.pacer.send_ns(ts) - now_ns()
         if wait_ns > 0:
             await asyncio.sleep(wait_ns / 1e9)
-        elif now_ns() > self.pacer.play_ns(ts):
-            self.late_frames += 1  # produced after it should already be heard
+        else:
+            if now_ns() > self.pacer.play_ns(ts):
+                self.late_frames += 1  # produced after it should already be heard
+            await asyncio.sleep(0)  # a late burst must still let other sessions run
+        if self._cut_pending():
+            # The Interrupt is queued but not handled yet: not one more frame.
+            raise asyncio.CancelledError
         out = AudioOut(turn_id=self.reply_turn, pcm=pcm16_from_float(pcm), sample_rate=self.rate,
                        seq=self.seq, media_ts=ts, last=last)
         await self.push(out)
         self.seq = (self.seq + 1) % (1 << 32)
         self.pacer.advance(len(pcm))
         self.sent += len(pcm)
+
+    def _cut_pending(self) -> bool:
+        turn = self.reply_turn
+        for f in list(self.inbox._system):
+            if isinstance(f, Interrupt) and turn is not None and turn < f.turn_id:
+                return True
+            if isinstance(f, Cancel) and turn == f.turn_id:
+                return True
+        return False
 
     async def _finish(self, turn: int, text: str, *, interrupted: bool) -> None:
         if self._stream is not None:
