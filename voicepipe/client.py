@@ -240,7 +240,7 @@ class ClientSession:
 
     def __init__(self, url: str, pcm: np.ndarray, sample_rate: int, cfg: Config, *,
                  speed: float = 1.0, output_sample_rate: int = 0, token: str = "",
-                 playout: str = "fifo", trailing_silence_s: float = 1.0,
+                 playout: str = "adaptive", trailing_silence_s: float = 1.0,
                  timeout_s: float = 60.0, index: int = 0, origin: str | None = None) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
