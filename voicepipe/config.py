@@ -50,7 +50,7 @@ class AudioConfig:
 class VadConfig:
     threshold: float = 0.5
     chunk_ms: int = 32
-    start_ms: int = 64  # consecutive speech before SpeechStart (barge-in waits on it)
+    start_ms: int = 32  # consecutive speech before SpeechStart (barge-in waits on it)
     min_speech_ms: int = 200
     end_silence_ms: int = 400
     max_utterance_s: float = 20.0

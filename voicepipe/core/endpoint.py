@@ -30,7 +30,7 @@ from dataclasses import dataclass
 class EndpointConfig:
     threshold: float = 0.5
     neg_threshold: float = 0.35
-    start_ms: int = 64
+    start_ms: int = 32
     min_speech_ms: int = 200
     end_silence_ms: int = 400
     max_utterance_ms: int = 20_000

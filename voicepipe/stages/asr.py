@@ -133,6 +133,9 @@ class AsrStage(Stage):
         self.stats: dict[str, float] = {"partial_s": 0.0, "early_s": 0.0, "final_s": 0.0,
                                         "partials": 0, "early_hits": 0, "finals": 0,
                                         "dropped": 0, "retries": 0}
+        self.decodes: list[tuple[str, float, float]] = []  # (kind, audio s, decode s)
+        self.partial_lag_ms: list[float] = []  # arrival of a partial's last sample → pushed
+        self._last_t_ns = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -193,6 +196,7 @@ class AsrStage(Stage):
         assert self.vad is not None
         if self._origin_media_ns is None:
             self._origin_media_ns = frame.media_ns
+        self._last_t_ns = frame.t_ns
         pcm = np.asarray(frame.pcm, dtype=np.float32).reshape(-1)
         if frame.sample_rate != SR:
             if self._resampler is None or self._in_rate != frame.sample_rate:
@@ -299,6 +303,7 @@ class AsrStage(Stage):
             if kind == "partial":
                 turn.partial_at = cutoff
             pcm = self.audio.get(turn.start_idx, cutoff)
+            cut_t_ns = self._last_t_ns
             self._decoding = True
             try:
                 hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
@@ -306,23 +311,25 @@ class AsrStage(Stage):
                 self._decoding = False
                 self._idle.set()
             self.stats[f"{kind}_s"] += hyp.seconds
+            self.decodes.append((kind, hyp.audio_s, hyp.seconds))
             self.stats["retries"] += hyp.retried
             if turn.best is None or cutoff >= turn.best[0]:
                 turn.best = (cutoff, hyp)
             if kind == "final":
                 await self._finish(turn, hyp)
-            elif turn.ended is None:
-                await self._partial(turn, hyp)
+            elif turn.ended is None and await self._partial(turn, hyp):
+                self.partial_lag_ms.append((now_ns() - cut_t_ns) / 1e6)
 
-    async def _partial(self, turn: _Turn, hyp: Hypothesis) -> None:
+    async def _partial(self, turn: _Turn, hyp: Hypothesis) -> bool:
         if not self.partials or not hyp.text:
-            return
+            return False
         p = turn.stable.update(hyp.text)
-        if p.text != turn.last_partial:
-            turn.last_partial = p.text
-            self.stats["partials"] += 1
-            await self.push(TranscriptPartial(turn_id=turn.id, text=p.text,
-                                              stable_prefix=p.stable))
+        if p.text == turn.last_partial:
+            return False
+        turn.last_partial = p.text
+        self.stats["partials"] += 1
+        await self.push(TranscriptPartial(turn_id=turn.id, text=p.text, stable_prefix=p.stable))
+        return True
 
     async def _finish(self, turn: _Turn, hyp: Hypothesis | None) -> None:
         ev = turn.ended

@@ -1,0 +1,216 @@
+"""`voicepipe bench asr [--quick] [--json]`: accuracy and latency of the streaming ASR stage.
+
+Clips: tests/data/asr (hibari teacher voice, references in manifest.json).
+
+Two passes:
+1. Accuracy, lockstep (decoding as if it took no time, so the text is the same
+   on every run): ``wer`` over every clip with speech (corpus WER after
+   ``voicepipe.core.wer.normalize``), ``false_transcripts`` = finals produced
+   on the silence / noise clips.
+2. Latency, real time: each clip streamed in 20 ms frames through a real
+   ``Pipeline([AsrStage])``, each frame sent when its last sample would have
+   been captured by a microphone. Metrics (each over all turns of the pass):
+   - ``asr_final_ms``: the ``asr.final`` span, from the arrival of the audio
+     that completed the endpoint silence (``vad.end_silence_ms`` after the last
+     speech sample) to the final transcript pushed.
+   - ``since_speech_end_ms``: from the arrival of the last speech sample to the
+     final pushed (= the endpoint silence + ``asr_final_ms``).
+   - ``speech_start_ms``: from the arrival of the first sample of the clip whose
+     10 ms RMS exceeds -40 dBFS (the true onset; clean clips only) to the first
+     SpeechStart pushed.
+   - ``partial_rtf``: Σ partial decode seconds / Σ audio seconds those decodes
+     covered (each partial re-decodes the utterance so far).
+   - ``partial_lag_ms``: from the arrival of the newest sample a partial saw to
+     that partial pushed (how far partials trail the speaker).
+   - ``cpu_s_per_audio_s``: process CPU time (all threads, ``getrusage``)
+     during the pass / seconds of audio streamed.
+   - ``early_final_rate``: share of finals that were already decoded during the
+     endpoint silence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "asr",
+        help="WER and latency of the streaming ASR stage (JSON)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="real-time pass over 4 clips instead of all (accuracy pass unchanged)")
+    p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.add_argument("--clips", default=None,
+                   help="folder with manifest.json (default: tests/data/asr)")
+    p.set_defaults(func=run)
+
+
+def _pct(values: list[float]) -> dict[str, float]:
+    import numpy as np
+
+    if not values:
+        return {"p50": float("nan"), "p95": float("nan"), "n": 0}
+    a = np.asarray(values, dtype=np.float64)
+    return {"p50": round(float(np.percentile(a, 50)), 1),
+            "p95": round(float(np.percentile(a, 95)), 1), "n": len(values)}
+
+
+def _onset(pcm, sr: int) -> int:
+    import numpy as np
+
+    hop = sr // 100
+    n = len(pcm) // hop
+    rms = np.sqrt((pcm[: n * hop].reshape(n, hop) ** 2).mean(axis=1) + 1e-12)
+    loud = np.nonzero(rms > 10 ** (-40 / 20))[0]
+    return int(loud[0]) * hop if len(loud) else -1
+
+
+async def _realtime(cfg, asr, pcm, sr: int, onset: bool) -> dict:
+    import asyncio
+    import time
+
+    from voicepipe.clock import now_ns
+    from voicepipe.frames import AudioIn, Frame, InputEnd, SpanFrame, SpeechStart
+    from voicepipe.pipeline import Pipeline
+    from voicepipe.stages.asr import AsrStage
+
+    stage = AsrStage(cfg, asr=asr)
+    out: list[Frame] = []
+    done = asyncio.Event()
+
+    async def sink(f: Frame) -> None:
+        out.append(f)
+        if isinstance(f, InputEnd):
+            done.set()
+
+    pipe = Pipeline([stage], sink)
+    await pipe.start()
+    n = sr * cfg.audio.frame_ms // 1000
+    t0 = now_ns() + 20_000_000
+    for seq, i in enumerate(range(0, len(pcm), n)):
+        due = t0 + (i + n) * 1_000_000_000 // sr  # when a mic would have delivered this frame
+        await asyncio.sleep(max(0.0, (due - now_ns()) / 1e9))
+        await pipe.put(AudioIn(pcm=pcm[i : i + n], sample_rate=sr, seq=seq,
+                               media_ns=i * 1_000_000_000 // sr))
+    await pipe.put(InputEnd())
+    t_end = time.perf_counter()
+    await asyncio.wait_for(done.wait(), 120)
+    tail_s = time.perf_counter() - t_end
+    await pipe.stop()
+    spans = [f for f in out if isinstance(f, SpanFrame) and f.name == "asr.final"
+             and not f.attrs.get("empty")]
+    onset_idx = _onset(pcm, sr) if onset else -1
+    starts = [f for f in out if isinstance(f, SpeechStart)]
+    start_ms = []
+    if onset_idx >= 0 and starts:
+        start_ms.append((starts[0].t_ns - (t0 + onset_idx * 1_000_000_000 // sr)) / 1e6)
+    return {
+        "final_ms": [s.duration_ms for s in spans],
+        "since_end_ms": [s.attrs["since_speech_end_ms"] for s in spans],
+        "start_ms": start_ms,
+        "stats": dict(stage.stats),
+        "decodes": list(stage.decodes),
+        "lag_ms": list(stage.partial_lag_ms),
+        "tail_s": tail_s,
+    }
+
+
+async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
+    import asyncio
+    import resource
+    from pathlib import Path
+
+    from voicepipe.audio import read_wav
+    from voicepipe.core.wer import wer
+    from voicepipe.frames import TranscriptFinal
+    from voicepipe.nn.asr import WhisperAsr
+    from voicepipe.stages.asr import AsrStage, stream_file
+
+    clips_dir = Path(clips_dir)
+    manifest = json.loads((clips_dir / "manifest.json").read_text())
+    clips = manifest["clips"]
+    asr = await asyncio.to_thread(WhisperAsr.from_config, cfg)
+    await asyncio.to_thread(asr.warmup)
+
+    refs, hyps, false_tx = [], [], 0
+    for c in clips:
+        pcm, sr = read_wav(clips_dir / c["file"])
+        stage = AsrStage(cfg, asr=asr, partials=False)
+        await stage.start()
+        out = await stream_file(stage, pcm, sr, frame_ms=cfg.audio.frame_ms)
+        await stage.stop()
+        text = " ".join(f.text for f in out if isinstance(f, TranscriptFinal))
+        if c["finals"]:
+            refs.append(" ".join(c["finals"]))
+            hyps.append(text)
+        else:
+            false_tx += bool(text)
+        log(f"  {c['file']}: {text!r}")
+
+    rt_clips = clips
+    if quick:
+        rt_clips = [c for c in clips if c["file"] in
+                    ("utt01.wav", "utt07.wav", "stream2.wav", "noise.wav")] or clips[:4]
+    final_ms, since_ms, start_ms, lag_ms, decodes = [], [], [], [], []
+    early = finals = 0
+    audio_s = 0.0
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    for c in rt_clips:
+        pcm, sr = read_wav(clips_dir / c["file"])
+        audio_s += len(pcm) / sr
+        # The energy onset is only meaningful on clean clips (noise crosses -40 dBFS).
+        r = await _realtime(cfg, asr, pcm, sr, onset=c["kind"] in ("utterance", "stream"))
+        final_ms += r["final_ms"]
+        since_ms += r["since_end_ms"]
+        start_ms += r["start_ms"]
+        lag_ms += r["lag_ms"]
+        decodes += r["decodes"]
+        early += r["stats"]["early_hits"]
+        finals += r["stats"]["finals"]
+        log(f"  real time {c['file']}: asr.final {[round(x) for x in r['final_ms']]} ms")
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    partial = [(a, s) for k, a, s in decodes if k == "partial"]
+    return {
+        "model": cfg.asr.model,
+        "compute_type": cfg.asr.compute_type,
+        "threads": cfg.asr.threads,
+        "window_pad_s": cfg.asr.window_pad_s,
+        "end_silence_ms": cfg.vad.end_silence_ms,
+        "early_final_ms": cfg.asr.early_final_ms,
+        "clips": len(clips),
+        "wer": round(wer(refs, hyps), 4),
+        "false_transcripts": false_tx,
+        "realtime_clips": len(rt_clips),
+        "audio_s": round(audio_s, 2),
+        "asr_final_ms": _pct(final_ms),
+        "since_speech_end_ms": _pct(since_ms),
+        "speech_start_ms": _pct(start_ms),
+        "partial_rtf": round(sum(s for _, s in partial) / max(sum(a for a, _ in partial), 1e-9), 4),
+        "partial_lag_ms": _pct(lag_ms),
+        "partial_decodes": len(partial),
+        "decode_ms": _pct([s * 1e3 for _, _, s in decodes]),
+        "early_final_rate": round(early / max(finals, 1), 3),
+        "cpu_s_per_audio_s": round(cpu_s / max(audio_s, 1e-9), 4),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from voicepipe import registry
+
+    clips = args.clips or str(registry.REPO_ROOT / "tests" / "data" / "asr")
+    log = (lambda *_: None) if args.json else (lambda m: print(m, file=sys.stderr))
+    try:
+        result = asyncio.run(_bench(args.config, clips, args.quick, log))
+    except registry.ModelError as e:
+        print(f"voicepipe bench asr: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=None if args.json else 1))
+    return 0
