@@ -73,6 +73,10 @@ def test_trace_summarize_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert json.loads(capsys.readouterr().out)["llm.ttft"]["count"] == 100
     assert main(["trace", "chrome", str(path), str(tmp_path / "c.json")]) == 0
     assert len(tracing.load(tmp_path / "c.json")) == 102
+    assert main(["trace", "waterfall", str(path), str(tmp_path / "w"), "--turn", "1"]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "w").iterdir())
+    assert pngs == ["s1-turn1.png", "s2-turn1.png"]
+    assert (tmp_path / "w" / "s1-turn1.png").read_bytes()[:4] == b"\x89PNG"
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     assert main(["trace", "summarize", str(bad)]) == 2

@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pc = sub2.add_parser("chrome", help="convert to Chrome trace JSON (open in Perfetto)")
     pc.add_argument("file", help="trace file (JSONL or Chrome JSON)")
     pc.add_argument("out", help="output .json")
+    pw = sub2.add_parser("waterfall", help="one PNG per turn: its spans on a time axis")
+    pw.add_argument("file", help="trace file (JSONL or Chrome JSON)")
+    pw.add_argument("outdir", help="folder for <session>-turn<N>.png")
+    pw.add_argument("--turn", type=int, default=None, help="only this turn")
     p.set_defaults(func=run, trace_command=None)
 
 
@@ -32,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe import tracing
 
     if args.trace_command is None:
-        print("voicepipe trace: choose summarize or chrome (see --help)", file=sys.stderr)
+        print("voicepipe trace: choose summarize, chrome or waterfall (see --help)",
+              file=sys.stderr)
         return 2
     try:
         spans = tracing.load(args.file)
@@ -43,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
         tracing.write_chrome(args.out, spans)
         print(f"{len(spans)} spans → {args.out}")
         return 0
+    if args.trace_command == "waterfall":
+        written = waterfalls(spans, args.outdir, args.turn)
+        print(f"{len(written)} waterfall(s) → {args.outdir}")
+        return 0 if written else 1
     summary = tracing.summarize(spans)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -51,3 +60,44 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(tracing.format_summary(summary))
     return 0
+
+
+def waterfalls(spans: list, outdir: str, only_turn: int | None = None) -> list[str]:
+    """One PNG per (session, turn): each span a bar from its start, in ms from the turn's
+    first span; §9 names in pipeline order, others after."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from voicepipe.tracing import SPAN_NAMES
+
+    groups: dict[tuple[str, int], list] = {}
+    for s in spans:
+        if only_turn is None or s.turn_id == only_turn:
+            groups.setdefault((s.session, s.turn_id), []).append(s)
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    rank = {n: i for i, n in enumerate(SPAN_NAMES)}
+    written = []
+    for (session, turn), group in sorted(groups.items()):
+        group.sort(key=lambda s: (rank.get(s.name, len(rank)), s.start_ns))
+        t0 = min(s.start_ns for s in group)
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(group) + 1.2))
+        for i, s in enumerate(group):
+            start = (s.start_ns - t0) / 1e6
+            ax.barh(i, max(s.duration_ms, 0.5), left=start, color=f"C{rank.get(s.name, 9) % 10}")
+            ax.text(start + max(s.duration_ms, 0.5), i, f" {s.duration_ms:.0f} ms",
+                    va="center", fontsize=8)
+        ax.set_yticks(range(len(group)), [s.name for s in group])
+        ax.invert_yaxis()
+        ax.set_xlabel("ms since the turn's first span")
+        ax.set_title(f"session {session or '-'} · turn {turn}")
+        fig.tight_layout()
+        path = out / f"{session or 'session'}-turn{turn}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(str(path))
+    return written
