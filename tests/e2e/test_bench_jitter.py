@@ -14,7 +14,8 @@ def test_bench_jitter_simulated_json() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     sc = report["scenarios"]
-    assert set(sc) == {"jitter_40pm20", "stall_250_every_5s"}
+    assert set(sc) == {"clean", "jitter_40pm20", "stall_250_every_5s"}
+    assert sc["clean"]["simulated"]["underruns"] == 0
     j = sc["jitter_40pm20"]["simulated"]
     assert j["underruns"] == 0 and j["played_ms"] == 12000
     assert j["delay_ms_mean"] <= 80
