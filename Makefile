@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	@# torch first: the CPU wheel on disk; anything installed later that wants torch is then satisfied
 	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,local]'
+	@# EnCodec backend's model code: --no-deps, its declared deps would pull torchaudio (+ CUDA torch)
+	@$(BIN)/pip install -q --disable-pip-version-check --no-deps einops encodec==0.1.1
 	@touch $(STAMP)
 
 models: $(STAMP)
