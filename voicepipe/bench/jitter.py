@@ -1,10 +1,13 @@
 """`voicepipe bench jitter`: playout under network faults, real sockets and simulated.
 
-Real path: a loopback ``voicepipe serve`` in this process ↔ the fault-injecting
-TCP proxy (``voicepipe.netsim``) ↔ the headless client with the adaptive
-playout buffer, streaming speech at real time. The client's counters are
-sampled every 20 ms. Simulated path: the same fault schedule applied to a
-paced 20 ms frame stream, replayed through the same buffer (no sockets).
+Real path: a `voicepipe serve --pipeline loopback` process ↔ the fault-injecting
+TCP proxy (``voicepipe.netsim``, faults on the server → client direction) ↔ the
+headless client with the adaptive playout buffer; the client sends speech 1.15×
+faster than real time so the server's pacer times the reply. The client's
+counters are sampled every 20 ms. Simulated path: the same fault schedule
+applied to a paced 20 ms frame stream, replayed through the same buffer (no
+sockets, no scheduler). Scenario "clean" (no faults) shows the machine's own
+scheduling noise on the real path.
 
 Metrics (all from the playout buffer's counters):
 * ``underruns``: times the buffer ran dry mid-reply.
@@ -13,7 +16,7 @@ Metrics (all from the playout buffer's counters):
   adds on top of the fastest network path — sampled from 1 s after playout
   starts until the reply's audio is all received.
 * ``recovery_ms``: per stall, from the stall's end to the first sample where
-  |D − target| ≤ 20 ms (None if never within 2 s... reported as is).
+  |D − target| ≤ 20 ms (None: never, while the reply lasted).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="speech streamed per scenario")
     p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
                    help="run only this scenario (repeatable; default: all)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="seed of the injected jitter")
     p.add_argument("--no-real", action="store_true", help="simulated traces only")
     p.add_argument("--json", action="store_true", help="print JSON (default: a table)")
     p.set_defaults(func=run)
