@@ -304,6 +304,24 @@ class CodecLMTTS:
                            stats.get("lm_s", 0.0))
 
 
+    def decode_codes(self, text: str, opts: SynthOptions,
+                     durations: list[int] | None = None) -> tuple[np.ndarray, dict, float]:
+        """Codes only (no vocoder): (T, Q) codes, stats, LM seconds — for speed sweeps."""
+        torch.set_num_threads(self.threads)
+        stats: dict = {}
+        t0 = _now()
+        blocks, n = [], 0
+        for b in self.codes(text, opts, stats, durations):
+            blocks.append(b)
+            n += len(b)
+            if n >= self.first_frames and "first_s" not in stats:
+                stats["first_s"] = _now() - t0  # LM share of time-to-first-audio
+        lm_s = _now() - t0
+        q = self.m.target.args.n_q
+        codes = np.concatenate(blocks) if blocks else np.zeros((0, q), np.int64)
+        return codes, stats, lm_s
+
+
 def _now() -> float:
     import time
 
