@@ -210,3 +210,16 @@ def test_fuzz_text_bytes(data: bytes) -> None:
         P.decode_message(data)
     except P.ProtocolError:
         pass
+
+
+def test_deep_nesting_is_a_protocol_error_both_ways() -> None:
+    deep = '{"type":"span","turn_id":1,"name":"x","start_ms":0,"duration_ms":1,"attrs":{"a":' \
+        + "[" * 5000 + "]" * 5000 + "}}"
+    with pytest.raises(P.ProtocolError):
+        P.decode_message(deep)
+    nested: list = []
+    for _ in range(5000):
+        nested = [nested]
+    with pytest.raises(P.ProtocolError):
+        P.encode_message(P.Span(turn_id=1, name="x", start_ms=0, duration_ms=1,
+                                attrs={"a": nested}))

@@ -402,11 +402,11 @@ def decode_message(data: str | bytes) -> Message:
 
 
 def encode_message(msg: Message) -> str:
-    body: dict[str, Any] = {"type": msg.TYPE}
-    body.update(dataclasses.asdict(msg))
     try:
+        body: dict[str, Any] = {"type": msg.TYPE}
+        body.update(dataclasses.asdict(msg))
         return json.dumps(body, separators=(",", ":"), allow_nan=False, default=_jsonable)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:
         raise ProtocolError(f"cannot encode {msg.TYPE}: {e}") from None
 
 
