@@ -124,6 +124,7 @@ class AsrStage(Stage):
         self._in_rate = SR
         self._turn_seq = 0
         self._turn: _Turn | None = None  # the open turn
+        self._last_end_idx = 0  # where the previous turn's audio stopped
         self._pending: list[_Turn] = []  # ended turns whose final is not out yet
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()  # set whenever the decoder may have run out of work
@@ -236,14 +237,17 @@ class AsrStage(Stage):
                     await turn.done.wait()
                 self._turn_seq = max(self._turn_seq, self.current_turn) + 1
                 onset = self._idx(ev.onset_media_ns)
-                floor = self._pending[-1].end_idx if self._pending else 0
-                start = max(onset - PREROLL_MS * SR // 1000, floor, self.audio.start, 0)
+                # The pre-roll never reaches back into the previous turn (after a max-length
+                # cut the next turn starts right away: its words must not be heard twice).
+                start = max(onset - PREROLL_MS * SR // 1000, self._last_end_idx,
+                            self.audio.start, 0)
                 self._turn = _Turn(self._turn_seq, start, ev, last_speech_idx=at_idx,
                                    partial_at=at_idx)
                 await self.push(SpeechStart(turn_id=self._turn_seq, media_ns=ev.onset_media_ns))
             elif isinstance(ev, SpeechEnded) and self._turn is not None:
                 turn, self._turn = self._turn, None
                 turn.ended, turn.end_idx = ev, at_idx
+                self._last_end_idx = at_idx
                 turn.last_speech_idx = self._idx(ev.last_speech_media_ns)
                 await self.push(SpeechEnd(turn_id=turn.id, media_ns=ev.last_speech_media_ns))
                 await self.push(SpanFrame(
