@@ -108,5 +108,7 @@ class Server:
             log.exception("session %s crashed", session.id)
         finally:
             self.sessions.discard(session)
-            log.info("session %s closed: %d %s", session.id, session.close_code,
-                     session.close_reason)
+            # What went on the wire (websockets' own 1009/1001 win over ours).
+            code = ws.close_code if ws.close_code is not None else session.close_code
+            reason = ws.close_reason if ws.close_code is not None else session.close_reason
+            log.info("session %s closed: %s %s", session.id, code, reason)
