@@ -177,3 +177,48 @@ async def test_parrot_measures_voice_to_voice() -> None:
     server_side = [s for s in server.tracer.spans if s.name == "e2e.voice_to_voice"]
     assert len(server_side) == 1 and server_side[0].attrs["measured_by"] == "server"
     assert server_side[0].duration_ms > 0
+
+
+async def test_client_interrupt_cuts_the_reply() -> None:
+    """interrupt → the server answers interrupt(turn + 1), ends the cut reply as
+    interrupted, sends not one more frame of it, and the echo goes on as a new reply."""
+    from websockets.asyncio.client import connect
+
+    from voicepipe.core import protocol as P
+
+    server = Server(config.Config(), pipeline="loopback", port=0)
+    await server.start()
+    events: list[tuple[str, int]] = []
+    try:
+        async with connect(server.ws_url, compression=None, proxy=None) as ws:
+            await ws.send(P.encode_message(P.Hello(sample_rate=16000, output_sample_rate=16000)))
+            assert isinstance(P.decode(await ws.recv()), P.HelloAck)
+            pcm = P.pcm16_from_float(voice_like(3.0, 16000))
+
+            async def stream() -> None:
+                for seq, i in enumerate(range(0, len(pcm), 320)):
+                    await ws.send(P.encode_audio(P.AudioFrame(
+                        kind=P.KIND_AUDIO_IN, seq=seq, media_ts=i, pcm=pcm[i:i + 320])))
+                    await asyncio.sleep(0.02)
+                    if seq == 25:
+                        await ws.send(P.encode_message(P.InterruptMsg(turn_id=1)))
+                await ws.send(P.encode_message(P.EndInput()))
+
+            sender = asyncio.create_task(stream())
+            async for data in ws:
+                msg = P.decode(data)
+                if isinstance(msg, P.AudioFrame):
+                    events.append(("audio", msg.turn_id))
+                elif isinstance(msg, P.ReplyEndMsg):
+                    events.append(("end-cut" if msg.interrupted else "end", msg.turn_id))
+                elif isinstance(msg, (P.InterruptMsg, P.ReplyStart)):
+                    events.append((msg.TYPE, msg.turn_id))
+            await sender
+    finally:
+        await server.close()
+    assert ("interrupt", 2) in events and ("end-cut", 1) in events
+    cut = events.index(("end-cut", 1))
+    assert ("audio", 1) in events[:cut]
+    assert ("audio", 1) not in events[cut:]  # not one more frame of the cut reply
+    assert events.index(("reply_start", 2)) > cut and ("audio", 2) in events
+    assert events[-1] == ("end", 2)

@@ -3,7 +3,8 @@
 It exercises everything but the models: input resampling, the session, the
 output pacer (resampling to the session's output rate, 20 ms frames, lead),
 the wire format and the client's playout. The whole stream is one reply of
-turn 1, which ends when the client sends ``end``. Spans: ``loopback.echo``
+turn 1, which ends when the client sends ``end``; after a client ``interrupt``
+the echo goes on as a new reply (the turn the server stamps on the input). Spans: ``loopback.echo``
 (arrival of the first input frame → its echo handed to the pacer) and
 ``loopback.stream`` (first → last input frame).
 """
@@ -38,13 +39,14 @@ class Echo(Stage):
                                           attrs={"media_ms": frame.media_ns / 1e6}))
             self.last_ns = frame.t_ns
             self.samples += len(frame.pcm)
-            await self.push(ReplyAudio(turn_id=TURN, pcm=frame.pcm, sample_rate=frame.sample_rate))
+            await self.push(ReplyAudio(turn_id=max(TURN, frame.turn_id), pcm=frame.pcm,
+                                       sample_rate=frame.sample_rate))
         elif isinstance(frame, InputEnd):
             if self.first_ns is not None:
                 await self.push(SpanFrame(turn_id=TURN, name="loopback.stream",
                                           start_ns=self.first_ns, end_ns=self.last_ns,
                                           attrs={"samples": self.samples}))
-            await self.push(ReplyEnd(turn_id=TURN))
+            await self.push(ReplyEnd(turn_id=max(TURN, frame.turn_id)))
             await self.push(frame)
         else:
             await self.push(frame)
