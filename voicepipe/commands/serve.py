@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pipeline", default=None,
                    help="pipeline name, e.g. assistant or loopback (default: server.pipeline)")
     p.add_argument("--trace", default=None, metavar="FILE",
-                   help="write every span on shutdown: .json = Chrome trace, else JSONL")
+                   help="write spans after each session and at shutdown: .json = Chrome trace, "
+                   "else JSONL")
     p.set_defaults(func=run)
 
 

@@ -112,3 +112,8 @@ class Server:
             code = ws.close_code if ws.close_code is not None else session.close_code
             reason = ws.close_reason if ws.close_code is not None else session.close_reason
             log.info("session %s closed: %s %s", session.id, code, reason)
+            if self.tracer.path is not None:  # readable while the server keeps running
+                try:
+                    self.tracer.save()
+                except OSError as e:
+                    log.warning("cannot write trace %s: %s", self.tracer.path, e)
