@@ -81,3 +81,10 @@ def test_trace_summarize_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     bad.write_text("{not json\n")
     assert main(["trace", "summarize", str(bad)]) == 2
     assert "bad.jsonl" in capsys.readouterr().err
+
+
+def test_tracer_keeps_the_newest_spans_only() -> None:
+    tr = tracing.Tracer(max_spans=10)
+    for i in range(25):
+        tr.record("x", i, i + 1, turn_id=i)
+    assert [s.turn_id for s in tr.snapshot()] == list(range(15, 25))

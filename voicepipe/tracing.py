@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,11 +81,12 @@ class SpanRecord:
 
 class Tracer:
     """Thread-safe span collector. ``path`` (optional) is written by ``save``/``close``;
-    a ``.json`` suffix means Chrome trace format, anything else JSONL."""
+    a ``.json`` suffix means Chrome trace format, anything else JSONL. A long-running
+    server keeps only the newest ``max_spans`` (memory must not grow without bound)."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, max_spans: int = 200_000) -> None:
         self.path = Path(path) if path else None
-        self.spans: list[SpanRecord] = []
+        self.spans: deque[SpanRecord] = deque(maxlen=max_spans)
         self._lock = threading.Lock()
 
     def add(self, span: SpanRecord | SpanFrame, session: str = "") -> SpanRecord:
