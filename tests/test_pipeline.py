@@ -68,3 +68,26 @@ async def test_raising_stage_ends_session_with_error_frame() -> None:
     await p.stop()
     await asyncio.sleep(0)
     assert len(asyncio.all_tasks()) == before
+
+
+async def test_interrupt_propagates_through_every_stage() -> None:
+    out: list[Frame] = []
+
+    async def sink(f: Frame) -> None:
+        out.append(f)
+
+    stages = [Upper(), Upper(), Upper()]
+    p = Pipeline(stages, sink)
+    await p.start()
+    await p.interrupt(5)
+    await p.put(TextDelta(turn_id=4, text="stale"))  # older than the interrupt: dropped
+    await p.put(TextDelta(turn_id=5, text="fresh"))
+    await p.put(InputEnd(turn_id=5))
+    for _ in range(100):
+        if any(isinstance(f, InputEnd) for f in out):
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    assert [s.current_turn for s in stages] == [5, 5, 5]
+    assert [f.text for f in out if isinstance(f, TextDelta)] == ["FRESH"]
+    assert sum(type(f).__name__ == "Interrupt" for f in out) == 1
