@@ -1,0 +1,122 @@
+"""Sentence / clause chunker between the LLM and the TTS (sans-I/O).
+
+Text arrives in small deltas; speakable chunks leave as soon as they are
+safe to speak. The first chunk of a reply may end at a clause boundary
+(comma, semicolon, colon, dash) once it holds ``first_min_words`` words, so
+the TTS can start early; later chunks end at sentence boundaries, or at a
+clause when the sentence grows past ``soft_max_chars``; past
+``hard_max_chars`` the text is cut at the last space (never inside a word).
+
+A boundary is only declared once the character after the punctuation has
+arrived and is whitespace, so "3.5", "1,000", "e.g." and "Dr. Smith" are
+never split, whichever way the deltas are cut: chunking does not depend on
+how the text was streamed.
+"""
+
+from __future__ import annotations
+
+import re
+
+ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st sr jr vs etc e.g i.e eg ie approx no fig inc ltd co mt ft "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_CLOSERS = "\"')\\]”’»"
+_BOUNDARY = re.compile(
+    rf"(?P<sent>[.!?…]+)[{_CLOSERS}]*(?=\s)|(?P<clause>[,;:—–])[{_CLOSERS}]*(?=\s)|\n"
+)
+_MARKDOWN = re.compile(r"[*#`_]+")
+_SPACES = re.compile(r"\s+")
+
+
+class Chunker:
+    def __init__(
+        self, first_min_words: int = 3, soft_max_chars: int = 120, hard_max_chars: int = 220
+    ) -> None:
+        self.first_min_words = first_min_words
+        self.soft_max_chars = soft_max_chars
+        self.hard_max_chars = hard_max_chars
+        self.reset()
+
+    def reset(self) -> None:
+        self.buf = ""
+        self.n_chunks = 0
+
+    def push(self, delta: str) -> list[str]:
+        """Add reply text; returns the chunks that became speakable."""
+        self.buf += delta
+        out: list[str] = []
+        while True:
+            cut = self._find_cut()
+            if cut is not None and cut <= self.hard_max_chars:
+                self._emit(cut, out)
+                continue
+            # Too long without a boundary: cut at the last space before the limit
+            # (exactly where a char-by-char stream would have been cut).
+            space = self.buf.rfind(" ", 0, self.hard_max_chars + 1)
+            if len(self.buf) > self.hard_max_chars and space > 0:
+                self._emit(space, out)
+                continue
+            if cut is not None:  # one enormous "word" (a URL?) before the boundary
+                self._emit(cut, out)
+                continue
+            return out
+
+    def flush(self) -> str | None:
+        """End of reply: whatever is left, if it has anything speakable."""
+        text = _clean(self.buf)
+        self.buf = ""
+        if not _speakable(text):
+            return None
+        self.n_chunks += 1
+        return text
+
+    def _emit(self, cut: int, out: list[str]) -> None:
+        text = _clean(self.buf[:cut])
+        self.buf = self.buf[cut:].lstrip()
+        if _speakable(text):
+            out.append(text)
+            self.n_chunks += 1
+
+    def _find_cut(self) -> int | None:
+        """End index of the first chunk the buffer completes, or None."""
+        for m in _BOUNDARY.finditer(self.buf):
+            end = m.end()
+            head = self.buf[:end]
+            if m.group("sent") is not None:
+                if m.group("sent") == "." and _not_a_full_stop(head[: m.start() + 1]):
+                    continue
+                return end
+            if m.group("clause") is not None:
+                n_words = len(_clean(head).split())
+                if self.n_chunks == 0 and n_words >= self.first_min_words:
+                    return end
+                if len(head) >= self.soft_max_chars:
+                    return end
+                continue
+            if _speakable(_clean(head)):  # a newline: list items, paragraphs
+                return end
+        return None
+
+
+def _not_a_full_stop(head: str) -> bool:
+    """True when the final '.' of head belongs to an abbreviation, initial or list number."""
+    m = re.search(r"(?:^|\s)([\w.]+)\.$", head)
+    if m is None:
+        return False
+    word = m.group(1).lower()
+    if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+        return True
+    if "." in word:  # "U.S." "e.g." "a.m."
+        return all(len(p) <= 2 for p in word.split("."))
+    # "1." opening a line is a list marker, not the end of a sentence.
+    line_start = head.rfind("\n", 0, m.start(1)) + 1
+    return word.isdigit() and head[line_start : m.start(1)].strip() == ""
+
+
+def _clean(text: str) -> str:
+    return _SPACES.sub(" ", _MARKDOWN.sub("", text)).strip()
+
+
+def _speakable(text: str) -> bool:
+    return any(c.isalnum() for c in text)

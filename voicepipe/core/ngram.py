@@ -1,0 +1,53 @@
+"""Prompt-lookup drafting: propose what followed the last n-gram earlier in the context.
+
+No model: replies that quote, summarise or repeat their input ("input-grounded")
+copy long spans of it, and the context already holds those spans. The index
+is incremental: each new token adds its n-grams once, so proposing costs a
+few dict look-ups whatever the context length.
+"""
+
+from __future__ import annotations
+
+from voicepipe.core.spec import Proposal
+
+
+class NgramProposer:
+    """Matches the longest suffix n-gram (max_n down to min_n), most recent occurrence."""
+
+    name = "ngram"
+
+    def __init__(self, max_n: int = 3, min_n: int = 1) -> None:
+        if not 1 <= min_n <= max_n:
+            raise ValueError("need 1 <= min_n <= max_n")
+        self.max_n = max_n
+        self.min_n = min_n
+        self.reset()
+
+    def reset(self) -> None:
+        self._ctx: list[int] = []
+        # n-gram → index of the token that followed its latest occurrence.
+        self._index: dict[tuple[int, ...], int] = {}
+
+    def _sync(self, context: list[int]) -> None:
+        n_old = len(self._ctx)
+        if n_old > len(context) or context[:n_old] != self._ctx:
+            self.reset()  # not an extension (a new conversation): re-index
+            n_old = 0
+        ctx = self._ctx
+        ctx.extend(context[n_old:])
+        # An n-gram ending just before position e has a continuation iff e < len(ctx).
+        for e in range(max(n_old, 1), len(ctx)):
+            for n in range(self.min_n, self.max_n + 1):
+                if e - n >= 0:
+                    self._index[tuple(ctx[e - n : e])] = e
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        self._sync(context)
+        ctx = self._ctx
+        for n in range(self.max_n, self.min_n - 1, -1):
+            if len(ctx) < n:
+                continue
+            start = self._index.get(tuple(ctx[-n:]))
+            if start is not None:
+                return Proposal(tokens=ctx[start : start + k], probs=None)
+        return Proposal(tokens=[], probs=None)

@@ -1,0 +1,281 @@
+"""Speculative decoding loop: proposer → scorer → verifier (DESIGN.md §6).
+
+No I/O and no torch: the target model and the drafter plug in through the
+``Target`` and ``Proposer`` protocols (``voicepipe.nn.engine`` implements
+them for GGUF models; ``voicepipe.core.ngram`` is a model-free proposer), and
+the clock is injected so tests need no timers.
+
+One step: the proposer drafts K tokens (``Proposal``); the target scores the
+last accepted token plus the K drafts in one pass (``Scores``: K+1 rows); an
+acceptance rule of ``voicepipe.core.accept`` keeps a prefix and supplies the
+next token; the target's cache is rolled back past the rejected drafts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from voicepipe.core import accept
+from voicepipe.nn.sampling import SamplingParams, draw, probs
+
+
+@dataclass(frozen=True)
+class Proposal:
+    tokens: list[int]  # (K,) drafts, K may be 0 (nothing to propose)
+    probs: np.ndarray | None = None  # (K, V) draft distributions; None: deterministic drafter
+
+
+@dataclass(frozen=True)
+class Scores:
+    logits: np.ndarray  # (K+1, V) target logits; row i scores the token after fed token i
+
+
+class Target(Protocol):
+    length: int  # positions held in the target's KV cache
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        """Make the cache hold exactly ``tokens``; logits (V,) after the last one."""
+        ...
+
+    def score(self, tokens: list[int]) -> Scores:
+        """Feed tokens after the cache; logits for each."""
+        ...
+
+    def rollback(self, length: int) -> None: ...
+
+
+class Proposer(Protocol):
+    name: str
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        """Up to k drafts to follow ``context`` (prompt + every token emitted so far)."""
+        ...
+
+    def reset(self) -> None: ...
+
+
+@dataclass
+class SpecMetrics:
+    """Counters of one generation (or a sum of several).
+
+    drafts: steps that verified ≥ 1 draft; drafted / accepted: draft tokens
+    proposed / kept; by_pos_drafted[i] / by_pos_accepted[i]: steps whose
+    position i was proposed / accepted; steps: target passes after prefill;
+    tokens: tokens emitted. time_*_ns: wall time inside the proposer's
+    ``propose``, the target's ``score`` (model pass), and acceptance + rollback.
+    """
+
+    drafts: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    steps: int = 0
+    tokens: int = 0
+    by_pos_drafted: list[int] = field(default_factory=list)
+    by_pos_accepted: list[int] = field(default_factory=list)
+    time_propose_ns: int = 0
+    time_score_ns: int = 0
+    time_verify_ns: int = 0
+
+    def record(self, n_drafted: int, n_accepted: int) -> None:
+        if n_drafted == 0:
+            return
+        self.drafts += 1
+        self.drafted += n_drafted
+        self.accepted += n_accepted
+        grow = n_drafted - len(self.by_pos_drafted)
+        if grow > 0:
+            self.by_pos_drafted += [0] * grow
+            self.by_pos_accepted += [0] * grow
+        for i in range(n_drafted):
+            self.by_pos_drafted[i] += 1
+            self.by_pos_accepted[i] += int(i < n_accepted)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted_len(self) -> float:
+        """Tokens emitted per verifying pass: 1 + accepted / drafts."""
+        return 1.0 + self.accepted / self.drafts if self.drafts else 1.0
+
+    @property
+    def accept_by_pos(self) -> list[float]:
+        return [
+            a / d if d else 0.0
+            for a, d in zip(self.by_pos_accepted, self.by_pos_drafted, strict=True)
+        ]
+
+    def merge(self, o: SpecMetrics) -> None:
+        for name in ("drafts", "drafted", "accepted", "steps", "tokens"):
+            setattr(self, name, getattr(self, name) + getattr(o, name))
+        for name in ("time_propose_ns", "time_score_ns", "time_verify_ns"):
+            setattr(self, name, getattr(self, name) + getattr(o, name))
+        n = max(len(self.by_pos_drafted), len(o.by_pos_drafted))
+        pad = lambda xs: xs + [0] * (n - len(xs))  # noqa: E731
+        self.by_pos_drafted = [
+            a + b for a, b in zip(pad(self.by_pos_drafted), pad(o.by_pos_drafted), strict=True)
+        ]
+        self.by_pos_accepted = [
+            a + b for a, b in zip(pad(self.by_pos_accepted), pad(o.by_pos_accepted), strict=True)
+        ]
+
+    def as_dict(self) -> dict[str, float | int | list[float]]:
+        return {
+            "drafts": self.drafts,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "acceptance_rate": round(self.acceptance_rate, 4),
+            "mean_accepted_len": round(self.mean_accepted_len, 4),
+            "accept_by_pos": [round(x, 4) for x in self.accept_by_pos],
+            "time_propose_ms": round(self.time_propose_ns / 1e6, 3),
+            "time_score_ms": round(self.time_score_ns / 1e6, 3),
+            "time_verify_ms": round(self.time_verify_ns / 1e6, 3),
+        }
+
+
+class AdaptiveK:
+    """Chooses K per step: +1 after a fully accepted step, -1 after a rejection.
+
+    It also switches speculation off when it does not pay: it keeps moving
+    averages of time per emitted token for speculative and for plain steps;
+    when speculation is slower it pauses for ``cooldown`` plain steps, then
+    probes again.
+    """
+
+    def __init__(
+        self, k: int, k_min: int = 1, k_max: int = 8, adaptive: bool = True, cooldown: int = 16
+    ) -> None:
+        self.k = max(k_min, min(k, k_max))
+        self.k_min, self.k_max = k_min, k_max
+        self.adaptive = adaptive
+        self.cooldown = cooldown
+        self.off_steps = 0
+        self.spec_ns_per_tok: float | None = None
+        self.plain_ns_per_tok: float | None = None
+
+    def next_k(self) -> int:
+        if self.off_steps > 0:
+            self.off_steps -= 1
+            return 0
+        return self.k
+
+    def update(self, n_drafted: int, n_accepted: int, step_ns: int, n_emitted: int) -> None:
+        per_tok = step_ns / max(1, n_emitted)
+        ema = lambda old, new: new if old is None else 0.8 * old + 0.2 * new  # noqa: E731
+        if n_drafted == 0:
+            self.plain_ns_per_tok = ema(self.plain_ns_per_tok, per_tok)
+            return
+        self.spec_ns_per_tok = ema(self.spec_ns_per_tok, per_tok)
+        if not self.adaptive:
+            return
+        if n_accepted == n_drafted:
+            self.k = min(self.k_max, self.k + 1)
+        else:
+            self.k = max(self.k_min, self.k - 1)
+        if (
+            self.plain_ns_per_tok is not None
+            and self.spec_ns_per_tok > 1.05 * self.plain_ns_per_tok
+        ):
+            self.off_steps = self.cooldown
+            self.spec_ns_per_tok = None  # re-measure when probing again
+
+
+class SpeculativeDecoder:
+    """Generates with a target and an optional proposer; yields tokens step by step.
+
+    Greedy sampling uses the greedy rule (output token-identical to plain
+    greedy decoding); otherwise the exact rule (output distributed as the
+    target's sampling distribution).
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        proposer: Proposer | None = None,
+        sampling: SamplingParams | None = None,
+        k: int = 4,
+        adaptive: bool = True,
+        k_max: int = 8,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.target = target
+        self.proposer = proposer
+        self.sp = sampling or SamplingParams()
+        self.rng = np.random.default_rng(self.sp.seed)
+        self.k_init, self.adaptive, self.k_max = k, adaptive, k_max
+        self.clock = clock
+        self.metrics = SpecMetrics()
+
+    def _pick(self, logits: np.ndarray) -> int:
+        if self.sp.greedy:
+            return int(logits.argmax())
+        return draw(probs(logits, self.sp), float(self.rng.random()))
+
+    def generate(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        stop_ids: set[int] | frozenset[int] = frozenset(),
+    ) -> Iterator[list[int]]:
+        """Yields the tokens each step emits (a stop token ends the stream, included)."""
+        self.metrics = m = SpecMetrics()
+        ctl = AdaptiveK(self.k_init, k_max=self.k_max, adaptive=self.adaptive)
+        if self.proposer is None or self.k_init <= 0:
+            ctl.off_steps = 1 << 62
+        clock = self.clock
+        logits = self.target.prefill(prompt)
+        last = self._pick(logits)
+        seq = list(prompt) + [last]
+        produced = m.tokens = 1
+        yield [last]
+        if last in stop_ids:
+            return
+        while produced < max_new_tokens:
+            t0 = clock()
+            k = min(ctl.next_k(), max_new_tokens - produced - 1)
+            prop = Proposal(tokens=[])
+            if k > 0 and self.proposer is not None:
+                prop = self.proposer.propose(seq, k)
+            t1 = clock()
+            drafts = list(prop.tokens)
+            base = self.target.length  # the cache holds seq[:-1]
+            scores = self.target.score([last, *drafts])
+            t2 = clock()
+            res = self._verify(drafts, prop, scores.logits)
+            self.target.rollback(base + 1 + res.n_accepted)
+            t3 = clock()
+            out = res.emitted(np.asarray(drafts, dtype=np.int64))
+            for i, tok in enumerate(out):  # cut at a stop token
+                if tok in stop_ids:
+                    out = out[: i + 1]
+                    break
+            out = out[: max_new_tokens - produced]
+            m.steps += 1
+            m.record(len(drafts), res.n_accepted)
+            m.time_propose_ns += t1 - t0
+            m.time_score_ns += t2 - t1
+            m.time_verify_ns += t3 - t2
+            ctl.update(len(drafts), res.n_accepted, t3 - t0, len(out))
+            seq += out
+            produced += len(out)
+            m.tokens = produced
+            last = out[-1]
+            yield out
+            if last in stop_ids:
+                break
+
+    def _verify(self, drafts: list[int], prop: Proposal, logits: np.ndarray) -> accept.Accept:
+        d = np.asarray(drafts, dtype=np.int64)
+        if self.sp.greedy:
+            return accept.greedy(d, logits)
+        q = probs(logits, self.sp)
+        k = len(drafts)
+        return accept.exact(d, prop.probs, q, self.rng.random(k), float(self.rng.random()))

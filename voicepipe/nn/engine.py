@@ -1,0 +1,204 @@
+"""GGUF models behind the speculation protocols: a target, a draft-model proposer, glue.
+
+``ModelTarget`` keeps its KV cache across calls and reuses the longest common
+prefix with each new prompt, so a multi-turn conversation only prefills the
+new turn. ``ModelProposer`` is a smaller model sharing the tokenizer (e.g.
+Qwen2.5-Coder 0.5B for the 1.5B); it keeps its own cache in sync the same way.
+Any object with ``name``, ``propose(context, k) -> Proposal`` and ``reset()``
+can stand in for it (``voicepipe.core.spec.Proposer``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from voicepipe.core.ngram import NgramProposer
+from voicepipe.core.spec import Proposal, Proposer, Scores, SpeculativeDecoder
+from voicepipe.nn import llama
+from voicepipe.nn.sampling import SamplingParams, draw, probs
+from voicepipe.nn.tokenizer import ChatTokenizer
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ModelTarget:
+    def __init__(self, model: llama.Transformer, max_len: int | None = None) -> None:
+        self.model = model
+        self.cache = model.new_cache(max_len)
+        self.fed: list[int] = []  # tokens whose keys/values the cache holds
+
+    @property
+    def length(self) -> int:
+        return self.cache.length
+
+    @property
+    def max_len(self) -> int:
+        return self.cache.max_len
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        n = _common_prefix(self.fed, tokens)
+        if n == len(tokens):  # need at least one fed token for its logits
+            n -= 1
+        self.rollback(n)
+        logits = llama.prefill(self.model, self.cache, tokens[n:])
+        self.fed = list(tokens)
+        return logits.numpy()
+
+    def score(self, tokens: list[int]) -> Scores:
+        logits = llama.verify(self.model, self.cache, tokens)
+        self.fed += tokens
+        return Scores(logits.numpy())
+
+    def rollback(self, length: int) -> None:
+        self.cache.rollback(length)
+        del self.fed[length:]
+
+
+class ModelProposer:
+    """Drafts K tokens autoregressively with a small model (greedy or sampled)."""
+
+    def __init__(self, model: llama.Transformer, sampling: SamplingParams, name: str = "") -> None:
+        self.name = name or f"draft:{model.args.name}"
+        self.target = ModelTarget(model)
+        self.sp = sampling
+        self.rng = np.random.default_rng(sampling.seed + 1)
+
+    def reset(self) -> None:
+        self.target.rollback(0)
+
+    def _pick(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
+        if self.sp.greedy:
+            return int(logits.argmax()), None
+        p = probs(logits, self.sp)
+        return draw(p, float(self.rng.random())), p
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        if k <= 0 or len(context) + k > self.target.max_len:
+            return Proposal(tokens=[])
+        logits = self.target.prefill(context)  # feeds only what the cache lacks
+        tokens: list[int] = []
+        rows: list[np.ndarray] = []
+        for i in range(k):
+            t, p = self._pick(logits)
+            tokens.append(t)
+            if p is not None:
+                rows.append(p)
+            if i < k - 1:
+                logits = self.target.score([t]).logits[0]
+        return Proposal(tokens=tokens, probs=np.stack(rows) if rows else None)
+
+
+def gguf_path(name_or_path: str) -> Path:
+    """The GGUF file of a registry model name, a directory holding one, or a file path."""
+    from voicepipe import registry
+
+    p = registry.resolve(name_or_path)
+    if p.is_file():
+        return p
+    try:
+        gguf = registry.get(name_or_path).extra.get("gguf")
+    except Exception:  # a plain directory, not a manifest name
+        gguf = None
+    if gguf:
+        return p / gguf
+    found = sorted(p.glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError(f"no .gguf file in {p}")
+    return found[0]
+
+
+@dataclass
+class Engine:
+    """A loaded target model with its tokenizer and drafter, ready to decode.
+
+    Weights are shared between sessions (``load_engine`` caches them); each
+    session takes its own ``fork()`` with its own KV caches.
+    """
+
+    model: llama.Transformer
+    tokenizer: ChatTokenizer
+    target: ModelTarget
+    proposer: Proposer | None
+    sampling: SamplingParams
+    k: int = 4
+    adaptive: bool = True
+    load_s: float = 0.0
+    drafter: str = "none"
+    draft_model: llama.Transformer | None = None
+
+    def decoder(self) -> SpeculativeDecoder:
+        return SpeculativeDecoder(
+            self.target, self.proposer, self.sampling, k=self.k, adaptive=self.adaptive
+        )
+
+    def fork(self, sampling: SamplingParams | None = None) -> Engine:
+        """Same weights, fresh caches (one per session)."""
+        sp = sampling or self.sampling
+        return replace(
+            self,
+            target=ModelTarget(self.model),
+            proposer=_proposer(self.drafter, sp, self.draft_model),
+            sampling=sp,
+        )
+
+
+def _proposer(
+    drafter: str, sp: SamplingParams, draft_model: llama.Transformer | None
+) -> Proposer | None:
+    if drafter in ("", "none", "off"):
+        return None
+    if drafter == "ngram":
+        return NgramProposer()
+    assert draft_model is not None
+    return ModelProposer(draft_model, sp, name=drafter)
+
+
+_MODELS: dict[tuple[str, str, int], tuple[llama.Transformer, float]] = {}
+_LOCK = threading.Lock()
+
+
+def shared_model(path: Path, weights: str, max_len: int) -> tuple[llama.Transformer, float]:
+    """Load once per process; (model, seconds the first load took)."""
+    key = (str(path), weights, max_len)
+    with _LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = llama.load(path, weights, max_len=max_len)
+        return _MODELS[key]
+
+
+def load_engine(
+    model: str = "smollm2-135m",
+    weights: str = "int8",
+    drafter: str = "ngram",
+    k: int = 4,
+    adaptive: bool = True,
+    sampling: SamplingParams | None = None,
+    max_len: int = 4096,
+    threads: int | None = None,
+    cache: bool = True,
+) -> Engine:
+    """Target (+ drafter: "none", "ngram" or a draft model's name/path sharing the tokenizer)."""
+    if threads:
+        torch.set_num_threads(threads)
+    sp = sampling or SamplingParams()
+    get = shared_model if cache else (lambda p, w, n: llama.load(p, w, max_len=n))
+    m, load_s = get(gguf_path(model), weights, max_len)
+    tok = ChatTokenizer(m.metadata)
+    draft = None
+    if drafter not in ("", "none", "off", "ngram"):
+        draft, _ = get(gguf_path(drafter), weights, m.max_len)
+        if draft.args.vocab_size > m.args.vocab_size:
+            raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
+    proposer = _proposer(drafter, sp, draft)
+    return Engine(m, tok, ModelTarget(m), proposer, sp, k, adaptive, load_s, drafter, draft)

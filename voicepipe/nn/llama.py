@@ -1,0 +1,180 @@
+"""A lean llama / qwen2 decoder for CPU inference, gpt-fast style.
+
+Weights come from a GGUF file (``voicepipe.nn.gguf``) and run in one of the
+formats of ``voicepipe.nn.qlinear``. Batch size is 1: a voice assistant
+serves one reply per session at a time, and decode is memory-bound anyway.
+
+Module-level entry points:
+- ``prefill(model, cache, tokens)``      → logits of the last prompt token
+- ``decode_step(model, cache, token)``   → logits of the next token
+- ``verify(model, cache, tokens)``       → logits of every fed position (K+1)
+Rejected speculative positions are removed with ``cache.rollback(n)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from voicepipe.nn.gguf import GGUFModel, ModelArgs
+from voicepipe.nn.gguf import load as load_gguf
+from voicepipe.nn.kv_cache import KVCache
+from voicepipe.nn.qlinear import Linear, act_dtype
+
+
+@dataclass
+class Layer:
+    attn_norm: torch.Tensor  # (dim,)
+    wqkv: Linear  # dim → (H + 2·Hkv)·D, Q and K rows in interleaved-RoPE order
+    wo: Linear  # H·D → dim
+    ffn_norm: torch.Tensor  # (dim,)
+    w13: Linear  # dim → 2·ffn (gate ‖ up)
+    w2: Linear  # ffn → dim
+
+
+class Transformer:
+    def __init__(self, g: GGUFModel, weights: str = "fp32", max_len: int = 4096) -> None:
+        a = g.args
+        self.args: ModelArgs = a
+        self.weights = weights
+        self.dtype = act_dtype(weights)
+        self.max_len = min(max_len, a.context_length)
+        self.metadata = g.metadata
+        t = g.tensors
+        emb = t["token_embd.weight"]  # (V, dim) fp32
+        self.embed = emb.to(self.dtype)
+        self.layers: list[Layer] = []
+        for i in range(a.n_layer):
+            p = f"blk.{i}."
+            wqkv = torch.cat(
+                [t[p + "attn_q.weight"], t[p + "attn_k.weight"], t[p + "attn_v.weight"]]
+            )
+            bqkv = None
+            if a.attn_bias:
+                bqkv = torch.cat([t[p + "attn_q.bias"], t[p + "attn_k.bias"], t[p + "attn_v.bias"]])
+            w13 = torch.cat([t[p + "ffn_gate.weight"], t[p + "ffn_up.weight"]])
+            self.layers.append(
+                Layer(
+                    attn_norm=t[p + "attn_norm.weight"].to(self.dtype),
+                    wqkv=Linear(wqkv, bqkv, weights),
+                    wo=Linear(t[p + "attn_output.weight"], None, weights),
+                    ffn_norm=t[p + "ffn_norm.weight"].to(self.dtype),
+                    w13=Linear(w13, None, weights),
+                    w2=Linear(t[p + "ffn_down.weight"], None, weights),
+                )
+            )
+        self.norm = t["output_norm.weight"].to(self.dtype)
+        head = emb if a.tied_embeddings else t["output.weight"]
+        self.output = Linear(head, None, weights)  # dim → V
+        # Interleaved RoPE as complex rotations: (Tmax, D/2) complex64.
+        inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
+        ang = torch.outer(torch.arange(self.max_len).float(), inv)
+        self.freqs = torch.polar(torch.ones_like(ang), ang)
+
+    def new_cache(self, max_len: int | None = None) -> KVCache:
+        a = self.args
+        n = min(max_len or self.max_len, self.max_len)
+        return KVCache(a.n_layer, a.n_kv_head, n, a.head_dim, self.dtype)
+
+    @property
+    def n_params(self) -> int:
+        a = self.args
+        per = a.dim * (a.n_head + 2 * a.n_kv_head) * a.head_dim
+        per += a.n_head * a.head_dim * a.dim + 3 * a.dim * a.ffn_dim
+        head = 0 if a.tied_embeddings else a.vocab_size * a.dim
+        return a.n_layer * per + a.vocab_size * a.dim + head
+
+
+def load(path: str | Path, weights: str = "fp32", max_len: int = 4096) -> tuple[Transformer, float]:
+    """Load a GGUF model; returns (model, seconds taken)."""
+    t0 = time.perf_counter()
+    model = Transformer(load_gguf(path), weights, max_len)
+    return model, time.perf_counter() - t0
+
+
+@torch.inference_mode()
+def forward(
+    m: Transformer,
+    cache: KVCache,
+    tokens: torch.Tensor,
+    pos: int,
+    last_only: bool = False,
+    rowwise: bool = False,
+) -> torch.Tensor:
+    """Feed tokens (T,) at positions [pos, pos+T); returns fp32 logits (T, V) or (1, V).
+
+    rowwise: attend one query row at a time, so every row is bit-identical to a
+    one-token decode at its position (CPU attention kernels are not batch-invariant).
+    """
+    a = m.args
+    T = tokens.shape[0]
+    H, Hkv, D, dim = a.n_head, a.n_kv_head, a.head_dim, a.dim
+    nqk = H + Hkv
+    end = pos + T
+    eps = a.norm_eps
+    dt = m.dtype
+    fc = m.freqs[pos:end, None]  # (T, 1, D/2)
+    mask = None
+    if T > 1 and not rowwise:  # new rows see the whole cache and the new tokens up to themselves
+        mask = torch.ones(T, end, dtype=torch.bool).tril(pos)  # (T, L)
+    x = m.embed[tokens]  # (T, dim)
+    for i, ly in enumerate(m.layers):
+        h = F.rms_norm(x, (dim,), ly.attn_norm, eps)
+        qkv = ly.wqkv.fn(h)  # (T, (H + 2Hkv)·D)
+        qk = torch.view_as_complex(qkv[:, : nqk * D].float().reshape(T, nqk, D // 2, 2))
+        qk = torch.view_as_real(qk * fc).reshape(T, nqk, D).to(dt).transpose(0, 1)  # (H+Hkv, T, D)
+        v = qkv[:, nqk * D :].reshape(T, Hkv, D).transpose(0, 1)  # (Hkv, T, D)
+        kc, vc = cache.update(i, pos, qk[H:], v)  # (Hkv, L, D)
+        if rowwise:  # each row exactly as decode_step would compute it (see verify)
+            o = torch.cat(
+                [
+                    F.scaled_dot_product_attention(
+                        qk[None, :H, j : j + 1],
+                        kc[None, :, : pos + j + 1],
+                        vc[None, :, : pos + j + 1],
+                        enable_gqa=True,
+                    )
+                    for j in range(T)
+                ],
+                dim=2,
+            )  # (1, H, T, D)
+        else:
+            o = F.scaled_dot_product_attention(
+                qk[None, :H], kc[None], vc[None], attn_mask=mask, enable_gqa=True
+            )  # (1, H, T, D)
+        x = x + ly.wo.fn(o[0].transpose(0, 1).reshape(T, H * D))
+        h = F.rms_norm(x, (dim,), ly.ffn_norm, eps)
+        gu = ly.w13.fn(h)  # (T, 2·ffn)
+        f = a.ffn_dim
+        x = x + ly.w2.fn(F.silu(gu[:, :f]) * gu[:, f:])
+    cache.advance(end)
+    if last_only:
+        x = x[-1:]
+    x = F.rms_norm(x, (dim,), m.norm, eps)
+    return m.output.fn(x).float()  # (T, V)
+
+
+def prefill(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+    """Feed a prompt after whatever the cache holds; logits (V,) of its last token."""
+    t = torch.as_tensor(tokens, dtype=torch.long)
+    return forward(m, cache, t, cache.length, last_only=True)[0]
+
+
+def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:
+    """Feed one token; logits (V,) for the next."""
+    return forward(m, cache, torch.tensor([token]), cache.length)[0]
+
+
+def verify(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+    """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V).
+
+    Row i scores the token after tokens[i]. Roll back with cache.rollback().
+    With batch-invariant linear kernels (int8 / int4) every row is bit-identical
+    to ``decode_step``, so greedy speculation is token-identical to greedy decoding.
+    """
+    t = torch.as_tensor(tokens, dtype=torch.long)
+    return forward(m, cache, t, cache.length, rowwise=True)

@@ -1,0 +1,108 @@
+"""Linear layers in four weight formats for CPU decode (DESIGN.md §2).
+
+Decode of a small LLM is memory-bound: tokens/s ≈ kernel params/s / params
+per token. Measured here on 2 threads, a large GEMV reads ~3.9 G params/s in
+fp32, ~7.2 in bf16, ~25 with int8 weight-only and ~33 with int4 weight-only.
+
+- fp32: F.linear, fp32 activations (the reference; matches transformers).
+- bf16: F.linear on bf16 weights and activations.
+- int8: per-output-channel symmetric int8, ``aten._weight_int8pack_mm``.
+- int4: group-wise (32) asymmetric 4-bit, ``aten._weight_int4pack_mm_for_cpu``.
+  Q4_1 GGUF blocks are exactly this shape (32 values, a scale and a min), so
+  re-quantizing a dequantized Q4_1 tensor loses almost nothing.
+
+The quantized kernels take bf16 activations (their fp32 paths are slow
+fallbacks here), so int8 / int4 models compute in bf16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
+INT4_GROUP = 32
+
+
+def act_dtype(weights: str) -> torch.dtype:
+    return torch.float32 if weights == "fp32" else torch.bfloat16
+
+
+class Linear:
+    """y = x @ W.T (+ b) for x (T, in) → (T, out), in one of WEIGHT_FORMATS."""
+
+    def __init__(self, w: torch.Tensor, b: torch.Tensor | None, weights: str) -> None:
+        if weights not in WEIGHT_FORMATS:
+            raise ValueError(f"unknown weight format {weights!r} (choose from {WEIGHT_FORMATS})")
+        w = w.float().contiguous()  # (out, in)
+        self.weights = weights
+        self.out_features, self.in_features = w.shape
+        dt = act_dtype(weights)
+        self.bias = None if b is None else b.to(dt).contiguous()
+        if weights == "fp32":
+            self.w = w
+        elif weights == "bf16":
+            self.w = w.to(torch.bfloat16)
+        elif weights == "int8":
+            scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-10)  # (out,)
+            self.w = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+            self.scale = scale.to(torch.bfloat16)
+        else:
+            if self.in_features % INT4_GROUP:
+                raise ValueError(f"int4 needs in_features divisible by {INT4_GROUP}")
+            self.w, self.scales_zeros = quantize_int4(w, INT4_GROUP)
+        # The kernel is bound once so the decode loop calls one closure per layer.
+        self.fn: Callable[[torch.Tensor], torch.Tensor] = self._pick()
+
+    def _pick(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        b = self.bias
+        if self.weights in ("fp32", "bf16"):
+            w = self.w
+            return lambda x: F.linear(x, w, b)
+        if self.weights == "int8":
+            w, s = self.w, self.scale
+            mm = torch.ops.aten._weight_int8pack_mm
+            if b is None:
+                return lambda x: mm(x, w, s)
+            return lambda x: mm(x, w, s) + b
+        w, sz = self.w, self.scales_zeros
+        mm4 = torch.ops.aten._weight_int4pack_mm_for_cpu
+        if b is None:
+            return lambda x: mm4(x, w, INT4_GROUP, sz)
+        return lambda x: mm4(x, w, INT4_GROUP, sz) + b
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+    def dequantized(self) -> torch.Tensor:
+        """The effective fp32 weight (out, in), for tests and the draft model."""
+        if self.weights in ("fp32", "bf16"):
+            return self.w.float()
+        if self.weights == "int8":
+            return self.w.float() * self.scale.float()[:, None]
+        eye = torch.eye(self.in_features, dtype=torch.bfloat16)
+        return (
+            torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.w, INT4_GROUP, self.scales_zeros)
+            .float()
+            .T.contiguous()
+        )
+
+
+def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Group-wise asymmetric 4-bit: w ≈ (q - 8) * scale + zero, q in 0..15.
+
+    Returns the packed weight for the CPU kernel and scales_and_zeros
+    (in/group, out, 2) in bf16.
+    """
+    n, k = w.shape
+    g = w.reshape(n, k // group, group)
+    lo = g.amin(dim=-1, keepdim=True)
+    hi = g.amax(dim=-1, keepdim=True)
+    scale = ((hi - lo) / 15.0).clamp(min=1e-10)
+    q = torch.round((g - lo) / scale).clamp(0, 15).to(torch.int32).reshape(n, k)
+    zero = lo + 8.0 * scale
+    sz = torch.stack([scale.squeeze(-1), zero.squeeze(-1)], dim=-1)  # (out, in/group, 2)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+    return packed, sz.transpose(0, 1).contiguous().to(torch.bfloat16)

@@ -1,0 +1,22 @@
+"""`voicepipe serve --pipeline text`: speech in, reply *text* out (no TTS).
+
+The client's audio goes through VAD, endpointing and Whisper; each final
+transcript goes to the speculative LLM, whose reply streams back as text
+deltas and speakable chunks, with the ``llm.ttft`` / ``llm.first_chunk``
+spans and the speculation metrics. For testing the LLM half of the assistant
+without a voice; offline, ``voicepipe chat`` drives the same stage from a
+keyboard.
+"""
+
+from __future__ import annotations
+
+from voicepipe.config import Config
+from voicepipe.pipelines import SessionInfo
+from voicepipe.stage import Stage
+
+
+def build(cfg: Config, session: SessionInfo) -> list[Stage]:
+    from voicepipe.stages.asr import AsrStage
+    from voicepipe.stages.llm import LlmStage
+
+    return [AsrStage(cfg), LlmStage(cfg)]
