@@ -135,3 +135,27 @@ async def test_bad_clients_do_not_disturb_a_good_session() -> None:
     await asyncio.sleep(0)
     leaked = [t for t in asyncio.all_tasks() - baseline if not t.done()]
     assert leaked == [], [t.get_name() for t in leaked]
+
+
+async def test_shutdown_mid_stream_closes_1001_and_reaps_everything() -> None:
+    cfg = _cfg()
+    baseline = asyncio.all_tasks()
+    server = Server(cfg, pipeline="loopback", port=0)
+    await server.start()
+    rate = 16000
+    pcm = (0.2 * np.sin(np.arange(rate * 5) / 7)).astype(np.float32)
+    clients = asyncio.create_task(run_sessions(server.ws_url, pcm, rate, cfg, concurrency=3,
+                                               output_sample_rate=rate))
+    for _ in range(200):  # wait until all three are streaming
+        if len(server.sessions) == 3:
+            break
+        await asyncio.sleep(0.02)
+    assert len(server.sessions) == 3
+    await server.close()
+    results = await asyncio.wait_for(clients, 30)
+    assert [r.close_code for r in results] == [P.CLOSE_GOING_AWAY] * 3
+    assert all(not r.to_json()["ok"] and "1001" in r.to_json()["error"] for r in results)
+    assert not server.sessions
+    await asyncio.sleep(0)
+    leaked = [t for t in asyncio.all_tasks() - baseline if not t.done()]
+    assert leaked == [], [t.get_name() for t in leaked]
