@@ -24,8 +24,8 @@ Two passes:
      that partial pushed (how far partials trail the speaker).
    - ``cpu_s_per_audio_s``: process CPU time (all threads, ``getrusage``)
      during the pass / seconds of audio streamed.
-   - ``early_final_rate``: share of finals that were already decoded during the
-     endpoint silence.
+   - ``early_final_rate``: share of finals taken from a decode started during
+     the endpoint silence (none decoded after the endpoint fired).
 """
 
 from __future__ import annotations
