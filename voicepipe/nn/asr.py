@@ -93,6 +93,9 @@ def cut_loop(text: str, n: int = 3) -> str:
     return text if i is None else " ".join(text.split()[:i])
 
 
+_warmed: set[tuple[str, str, int]] = set()
+
+
 @lru_cache(maxsize=4)
 def _load(name: str, compute_type: str, threads: int):
     from faster_whisper import WhisperModel
@@ -125,6 +128,10 @@ class WhisperAsr:
         self.pad_s = pad_s
         self.no_speech_threshold = no_speech_threshold
         self._lock = threading.Lock()
+        key = (model, compute_type, threads)
+        if key not in _warmed:  # the first decode of a fresh model is slow: not on a user turn
+            _warmed.add(key)
+            self.warmup()
 
     @classmethod
     def from_config(cls, cfg) -> WhisperAsr:
