@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
 
 from websockets.asyncio.server import Server as WsServer
@@ -21,6 +22,7 @@ from voicepipe import pipelines
 from voicepipe.config import Config
 from voicepipe.core import protocol as P
 from voicepipe.server import static
+from voicepipe.server.metrics import CONTENT_TYPE, ServerMetrics
 from voicepipe.server.session import Session
 from voicepipe.tracing import Tracer
 
@@ -38,6 +40,7 @@ class Server:
         self.tracer = Tracer(trace or cfg.trace.file or None)
         self.web_root = static.web_root(cfg.server.web_root)
         self.sessions: set[Session] = set()
+        self.metrics = ServerMetrics()
         self._ws: WsServer | None = None
 
     @property
@@ -49,6 +52,9 @@ class Server:
         return f"ws://{self.host}:{self.port}{static.WS_PATH}"
 
     async def start(self) -> None:
+        t0 = time.monotonic()
+        await asyncio.to_thread(pipelines.preload, self.pipeline_name, self.cfg)
+        log.info("pipeline %s ready in %.1f s", self.pipeline_name, time.monotonic() - t0)
         self._ws = await serve(
             self._handle,
             self.host,
@@ -91,6 +97,8 @@ class Server:
         if request.path.split("?", 1)[0] == "/healthz":
             body = json.dumps({"sessions": len(self.sessions), "pipeline": self.pipeline_name})
             return static.response(200, body.encode(), "application/json")
+        if request.path.split("?", 1)[0] == "/metrics":
+            return static.response(200, self.metrics.render(), CONTENT_TYPE)
         return static.static_file(self.web_root, request.path)
 
     # ------------------------------------------------------------------ WebSocket
@@ -101,6 +109,8 @@ class Server:
             return
         session = Session(self, ws)
         self.sessions.add(session)
+        self.metrics.sessions.inc()
+        self.metrics.active.inc()
         log.info("session %s opened from %s", session.id, ws.remote_address)
         try:
             await session.run()
@@ -108,6 +118,8 @@ class Server:
             log.exception("session %s crashed", session.id)
         finally:
             self.sessions.discard(session)
+            self.metrics.active.dec()
+            self.metrics.forget_session(session.id)
             # What went on the wire (websockets' own 1009/1001 win over ours).
             code = ws.close_code if ws.close_code is not None else session.close_code
             reason = ws.close_reason if ws.close_code is not None else session.close_reason

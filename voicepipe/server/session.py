@@ -213,6 +213,7 @@ class Session:
     async def _on_playback(self, msg: P.Playback) -> None:
         assert self.pipeline is not None
         report = self._playback(msg)
+        self.server.metrics.playback(self.id, msg.turn_id, msg.counters, msg.done)
         speech_end = self._speech_end_ns.pop(msg.turn_id, None)
         if report.first_play_ns is not None and speech_end is not None:
             # The server's view of e2e.voice_to_voice: the speech-end sample's arrival →
@@ -250,6 +251,7 @@ class Session:
 
     async def _deliver(self, frame: Frame) -> None:
         t = frame.turn_id
+        self.server.metrics.observe(frame)
         if isinstance(frame, AudioOut):
             await self.ws.send(P.encode_audio(P.AudioFrame(
                 kind=P.KIND_AUDIO_OUT, seq=frame.seq, media_ts=frame.media_ts, pcm=frame.pcm,

@@ -1,0 +1,82 @@
+"""Prometheus text-format metrics for ``GET /metrics``.
+
+Fed from what already flows to each client, so measuring costs nothing extra:
+every span (histogram per §9 name, in ms), every stage's MetricsFrame
+(speculation counters: drafted/accepted tokens per source), every playback
+report's playout counters (underruns, concealed ms), errors by code, and
+session counts. One registry per server (not prometheus_client's global one),
+so several servers in one process (tests) don't mix their numbers.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from voicepipe.frames import ErrorFrame, MetricsFrame, SpanFrame
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# Milliseconds: from sub-frame stage times to multi-second stalls.
+_BUCKETS_MS = (5, 10, 25, 50, 100, 150, 200, 300, 400, 600, 900, 1500, 2500, 5000, 10000)
+# Playout counters that only ever grow within one reply; reported as running totals.
+_PLAYOUT_COUNTERS = ("underruns", "concealed_ms", "accelerated_ms", "stretched_ms")
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.span_ms = Histogram("voicepipe_span_ms", "Latency span duration (ms), DESIGN.md §9",
+                                 ["name"], buckets=_BUCKETS_MS, registry=r)
+        self.drafted = Counter("voicepipe_spec_drafted_tokens", "Tokens proposed by drafters",
+                               ["source"], registry=r)
+        self.accepted = Counter("voicepipe_spec_accepted_tokens",
+                                "Drafted tokens the target accepted", ["source"], registry=r)
+        self.playout = Counter("voicepipe_playout", "Client playout counters (events or ms)",
+                               ["counter"], registry=r)
+        self.reports = Counter("voicepipe_playback_reports", "Playback reports from clients",
+                               registry=r)
+        for name in _PLAYOUT_COUNTERS:  # present (at 0) before the first report
+            self.playout.labels(name)
+        self.errors = Counter("voicepipe_errors", "Errors sent to clients", ["code"], registry=r)
+        self.sessions = Counter("voicepipe_sessions", "Sessions accepted", registry=r)
+        self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
+        # Last seen playout counters per (session, turn): reports carry running totals.
+        self._last_playout: dict[tuple[str, int], dict[str, float]] = {}
+
+    def observe(self, frame: object) -> None:
+        if isinstance(frame, SpanFrame):
+            self.span_ms.labels(frame.name).observe(frame.duration_ms)
+        elif isinstance(frame, MetricsFrame):
+            drafted = frame.values.get("drafted")
+            accepted = frame.values.get("accepted")
+            if isinstance(drafted, (int, float)) and drafted > 0:
+                self.drafted.labels(frame.source).inc(drafted)
+            if isinstance(accepted, (int, float)) and accepted > 0:
+                self.accepted.labels(frame.source).inc(accepted)
+        elif isinstance(frame, ErrorFrame):
+            self.errors.labels(frame.code).inc()
+
+    def playback(self, session: str, turn: int, counters: dict[str, float], done: bool) -> None:
+        self.reports.inc()
+        key = (session, turn)
+        last = self._last_playout.get(key, {})
+        for name in _PLAYOUT_COUNTERS:
+            value = counters.get(name)
+            if value is None:
+                continue
+            delta = float(value) - last.get(name, 0.0)
+            if delta > 0:
+                self.playout.labels(name).inc(delta)
+        if done:
+            self._last_playout.pop(key, None)
+        else:
+            self._last_playout[key] = {k: float(counters[k]) for k in _PLAYOUT_COUNTERS
+                                       if k in counters}
+
+    def forget_session(self, session: str) -> None:
+        for key in [k for k in self._last_playout if k[0] == session]:
+            del self._last_playout[key]
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
