@@ -3,6 +3,7 @@
 A pipeline is a module ``voicepipe/pipelines/<name>.py`` defining::
 
     def build(cfg: Config, session: SessionInfo) -> list[Stage]: ...
+    def preload(cfg: Config) -> None: ...   # optional: load shared models once
 
 ``voicepipe serve --pipeline <name>`` builds one per WebSocket session. The
 first stage receives, in order: ``AudioIn`` frames (mono float32 at
@@ -72,6 +73,17 @@ def load(name: str) -> ModuleType:
     if not callable(getattr(mod, "build", None)):
         raise PipelineError(f"voicepipe/pipelines/{name}.py defines no build(cfg, session)")
     return mod
+
+
+def preload(name: str, cfg: Config) -> None:
+    """Load a pipeline's models once per process, before the first session.
+
+    A pipeline module may define ``preload(cfg)``; without it the first
+    session would pay for loading the models inside its first turn.
+    """
+    fn = getattr(load(name), "preload", None)
+    if callable(fn):
+        fn(cfg)
 
 
 def build(name: str, cfg: Config, session: SessionInfo) -> list[Stage]:

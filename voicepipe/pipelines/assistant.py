@@ -1,0 +1,38 @@
+"""`voicepipe serve` (default): the whole assistant on the built-in default models.
+
+    AudioIn ─► AsrStage (VAD, endpointing, partials, final)
+            ─► BargeIn (speech start → Interrupt of older turns)
+            ─► LlmStage (speculative decoding, clause chunker)
+            ─► TTSStage (codec LM + β-tolerance speculative decoding → HiFi-GAN)
+            ─► OutputStage (20 ms frames paced at real time) ─► client
+
+Every span of DESIGN.md §9 is emitted along the way; the client (or the
+server, from playback reports) closes ``e2e.voice_to_voice``.
+"""
+
+from __future__ import annotations
+
+from voicepipe.config import Config
+from voicepipe.pipelines import SessionInfo
+from voicepipe.stage import Stage
+
+
+def build(cfg: Config, session: SessionInfo) -> list[Stage]:
+    from voicepipe.stages.asr import AsrStage
+    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.output import OutputStage
+    from voicepipe.stages.tts import TTSStage
+    from voicepipe.stages.turns import BargeIn
+
+    return [AsrStage(cfg), BargeIn(), LlmStage(cfg), TTSStage(cfg), OutputStage(cfg, session)]
+
+
+def preload(cfg: Config) -> None:
+    """Load ASR, LLM and TTS weights once, so the first turn pays no loading time."""
+    from voicepipe.nn.asr import WhisperAsr
+    from voicepipe.stages.llm import engine_for
+    from voicepipe.stages.tts import make_backend
+
+    WhisperAsr.from_config(cfg)
+    engine_for(cfg)
+    make_backend(cfg)
