@@ -38,3 +38,21 @@ async def test_transcripts_come_back_as_events_per_turn() -> None:
     names = [s.name for s in res.spans]
     assert names.count("vad.speech") == 2 and names.count("asr.final") == 2
     assert {s.name for s in server.tracer.spans} >= {"vad.speech", "asr.final"}
+
+
+def test_transcribe_command_json_and_errors(tmp_path, capsys) -> None:
+    from voicepipe import cli
+
+    assert cli.main(["transcribe", str(DATA / "stream2.wav"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [f["turn_id"] for f in out["finals"]] == [1, 2]
+    assert out["text"] == " ".join(f["text"] for f in out["finals"])
+    assert 0 < out["finals"][0]["end_s"] < out["finals"][1]["start_s"]
+    assert wer("Good morning, how are you today? I would like to book a table for two people.",
+               out["text"]) <= 0.1
+    assert cli.main(["transcribe", str(DATA / "silence.wav")]) == 0
+    assert capsys.readouterr().out.strip() == ""
+    bad = tmp_path / "bad.wav"
+    bad.write_text("not a wav")
+    assert cli.main(["transcribe", str(bad)]) == 1
+    assert "cannot read" in capsys.readouterr().err
