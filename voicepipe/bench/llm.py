@@ -1,0 +1,214 @@
+"""`voicepipe bench llm [--quick] [--json]`: speed of the LLM engine and of speculation.
+
+Prints one JSON object:
+
+  models:   one row per model and weight format: load_s (GGUF → ready),
+            ttft_ms (prefill of a ~100-token chat prompt → first token),
+            tpot_ms and decode_tok_s (plain greedy decode, best of --repeats
+            runs of --tokens tokens; the machine is shared, so best-of
+            filters other people's load out).
+  drafters: one row per model, drafter and prompt set: speedup of greedy
+            speculative decoding over plain greedy decoding (wall time, same
+            prompts, same token budget), whether the output was
+            token-identical, acceptance rate, mean accepted length,
+            acceptance by draft position, and time in propose / score / verify.
+
+Prompt sets: "assistant" (open questions a voice assistant gets) and
+"grounded" (summarise / quote / repeat a text given in the prompt, where
+replies copy spans of their input). The Qwen2.5-Coder 1.5B / 0.5B pair is
+benchmarked when both are pulled (`voicepipe models pull qwen2.5-coder-1.5b
+qwen2.5-coder-0.5b`), or with --pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+PASSAGE = (
+    "The Riverside Library will close for renovation from March 3 to April 14. During the "
+    "closure, borrowed books can be returned at the Market Street branch, which will extend "
+    "its opening hours until 8 pm on weekdays. Children's reading sessions move to the "
+    "community centre on Elm Road every Saturday at 10 am. The renovated library will have "
+    "a new study room with 40 seats, faster wireless internet, and a café on the ground floor."
+)
+RECIPE = (
+    "To make the bread, mix 500 grams of flour with 10 grams of salt and 7 grams of dried "
+    "yeast. Add 320 millilitres of warm water and knead the dough for ten minutes until it is "
+    "smooth. Leave it to rise in a warm place for one hour, shape it into a loaf, and bake it "
+    "at 220 degrees for 30 minutes."
+)
+PROMPTS = {
+    "assistant": [
+        "What are three simple ways to sleep better?",
+        "Explain what a rainbow is to a seven-year-old.",
+        "How do I boil an egg so the yolk stays soft?",
+        "Give me a short tip for staying focused while working from home.",
+    ],
+    "grounded": [
+        f"Summarise this notice in two sentences.\n\n{PASSAGE}",
+        f'Repeat the following text exactly, word for word:\n\n"{RECIPE}"',
+        f"Quote the sentence about children's reading sessions from this notice.\n\n{PASSAGE}",
+        f"List the steps of this recipe as a numbered list.\n\n{RECIPE}",
+    ],
+}
+TTFT_PROMPT = (
+    "I am planning a weekend trip to the mountains with two friends. We want to hike for a "
+    "few hours each day, eat well, and be back home by Sunday evening. We have a small car, "
+    "a modest budget, and none of us has been to the area before. What should we pack, how "
+    "should we plan the hikes, and what should we keep in mind about the weather?"
+)
+PAIR = ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "llm",
+        help="LLM decode speed per weight format, and speculative speedups (JSON)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="int8 + int4 only, 2 prompts per set, 48 tokens (about a minute)")
+    p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--tokens", type=int, default=0, help="tokens per generation")
+    p.add_argument("--repeats", type=int, default=3, help="decode runs per row (best kept)")
+    p.add_argument("--weights", default="", help="comma-separated formats to bench")
+    p.add_argument("--pair", action="store_true",
+                   help="also the Qwen2.5-Coder 1.5B target / 0.5B draft pair (must be pulled)")
+    p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
+    p.set_defaults(func=run)
+
+
+def _ids(engine, text: str) -> list[int]:
+    return engine.tokenizer.chat_ids([{"role": "user", "content": text}])
+
+
+def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
+    """(tokens, seconds, metrics) of one greedy generation on a fresh cache."""
+    from voicepipe.core.spec import SpeculativeDecoder
+    from voicepipe.nn.engine import ModelTarget
+
+    target = ModelTarget(engine.model, len(ids) + n + 16)
+    prop = engine.fork().proposer if spec else None
+    dec = SpeculativeDecoder(target, prop, engine.sampling, k=engine.k, adaptive=engine.adaptive)
+    t0 = time.perf_counter()
+    out = [t for step in dec.generate(ids, n, engine.tokenizer.stop_ids) for t in step]
+    return out, time.perf_counter() - t0, dec.metrics
+
+
+def model_row(name: str, weights: str, n: int, repeats: int) -> dict:
+    from voicepipe.nn import llama
+    from voicepipe.nn.engine import ModelTarget, gguf_path
+    from voicepipe.nn.tokenizer import ChatTokenizer
+
+    m, load_s = llama.load(gguf_path(name), weights, max_len=1024)
+    tok = ChatTokenizer(m.metadata)
+    ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
+    ttft, tpot = [], []
+    for _ in range(repeats):
+        t = ModelTarget(m, len(ids) + n + 8)
+        t0 = time.perf_counter()
+        nxt = int(t.prefill(ids).argmax())
+        ttft.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for _ in range(n):  # fixed length: no stop token, so every run decodes n tokens
+            nxt = int(llama.decode_step(m, t.cache, nxt).argmax())
+        tpot.append((time.perf_counter() - t0) / n)
+    best = min(tpot)
+    return {"model": name, "weights": weights, "params_m": round(m.n_params / 1e6, 1),
+            "load_s": round(load_s, 2), "prompt_tokens": len(ids),
+            "ttft_ms": round(min(ttft) * 1e3, 1), "tpot_ms": round(best * 1e3, 2),
+            "decode_tok_s": round(1 / best, 1),
+            "decode_tok_s_median": round(1 / sorted(tpot)[len(tpot) // 2], 1)}
+
+
+def drafter_rows(model: str, drafter: str, weights: str, k: int, sets: dict, n: int,
+                 repeats: int) -> list[dict]:
+    from voicepipe.core.spec import SpecMetrics
+    from voicepipe.nn.engine import load_engine
+
+    eng = load_engine(model, weights, drafter, k=k, adaptive=True)
+    rows = []
+    for set_name, prompts in sets.items():
+        plain_s = spec_s = 0.0
+        identical = True
+        metrics = SpecMetrics()
+        n_tok = 0
+        for text in prompts:
+            ids = _ids(eng, text)
+            # Interleave plain and speculative runs; best of `repeats` each (shared machine).
+            p_best = s_best = float("inf")
+            for _ in range(repeats):
+                p_out, p_t, _ = _generate(eng, ids, n, spec=False)
+                s_out, s_t, m = _generate(eng, ids, n, spec=True)
+                p_best, s_best = min(p_best, p_t), min(s_best, s_t)
+                identical &= p_out == s_out
+            metrics.merge(m)
+            plain_s += p_best
+            spec_s += s_best
+            n_tok += len(p_out)
+        d = metrics.as_dict()
+        rows.append({"model": model, "drafter": drafter, "weights": weights, "k": k,
+                     "prompts": set_name, "n_prompts": len(prompts), "tokens": n_tok,
+                     "speedup": round(plain_s / spec_s, 3), "identical": identical,
+                     "plain_tok_s": round(n_tok / plain_s, 1),
+                     "spec_tok_s": round(n_tok / spec_s, 1),
+                     "acceptance_rate": d["acceptance_rate"],
+                     "mean_accepted_len": d["mean_accepted_len"],
+                     "accept_by_pos": d["accept_by_pos"],
+                     "time_propose_ms": d["time_propose_ms"], "time_score_ms": d["time_score_ms"],
+                     "time_verify_ms": d["time_verify_ms"]})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from voicepipe import registry
+
+    torch.set_num_threads(args.threads)
+    cfg = args.config
+    n = args.tokens or (48 if args.quick else 128)
+    k = args.k or cfg.llm.spec_k
+    formats = args.weights.split(",") if args.weights else (
+        ["int8", "int4"] if args.quick else ["fp32", "bf16", "int8", "int4"])
+    sets = {s: p[:2] if args.quick else p for s, p in PROMPTS.items()}
+    repeats = 1 if args.quick else args.repeats
+    model = cfg.llm.model
+    out: dict = {"machine": {"cpu": _cpu(), "threads": args.threads,
+                             "loadavg_start": os.getloadavg()[0]},
+                 "tokens": n, "models": [], "drafters": []}
+    try:
+        for w in formats:
+            out["models"].append(model_row(model, w, n, args.repeats))
+            print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
+        out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
+        pair_ready = all(not registry.verify(x, deep=False) for x in PAIR)
+        if args.pair or (pair_ready and not args.quick):
+            tgt, drf = PAIR
+            for w in ("int4",) if args.quick else ("int8", "int4"):
+                out["models"].append(model_row(tgt, w, n // 2, 1))
+            out["drafters"] += drafter_rows(tgt, drf, "int4", k, sets, n, 1)
+            out["drafters"] += drafter_rows(tgt, "ngram", "int4", k, sets, n, 1)
+    except registry.ModelError as e:
+        print(f"voicepipe bench llm: {e}", file=sys.stderr)
+        return 2
+    out["machine"]["loadavg_end"] = os.getloadavg()[0]
+    print(json.dumps(out, indent=None if args.json else 2))
+    return 0
+
+
+def _cpu() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
