@@ -77,6 +77,11 @@ def test_trace_summarize_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     pngs = sorted(p.name for p in (tmp_path / "w").iterdir())
     assert pngs == ["s1-turn1.png", "s2-turn1.png"]
     assert (tmp_path / "w" / "s1-turn1.png").read_bytes()[:4] == b"\x89PNG"
+    png = tmp_path / "waterfall.png"
+    assert main(["trace", "plot", str(path), "--out", str(png), "--last", "3"]) == 0
+    assert "3 turn(s)" in capsys.readouterr().out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["trace", "plot", str(path), "--out", str(png), "--turn", "999"]) == 1
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
     assert main(["trace", "summarize", str(bad)]) == 2

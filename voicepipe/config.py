@@ -258,3 +258,27 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     return dataclasses.asdict(cfg)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def dump_toml(cfg: Config) -> str:
+    """The whole config as TOML (``load`` of it gives back an equal Config).
+
+    Used to hand a parent process's effective config (file + overrides) to a
+    child ``voicepipe serve`` in benchmarks.
+    """
+    lines: list[str] = []
+    for section, values in to_dict(cfg).items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+        lines.append("")
+    return "\n".join(lines)

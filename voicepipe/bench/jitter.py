@@ -140,29 +140,22 @@ def simulated(spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int,
 
 
 async def real(spec: Any, pcm: Any, sr: int, cfg: Any) -> dict[str, Any]:
+    from voicepipe.bench._serve import serve_process
+
+    async with serve_process("loopback") as srv:
+        return await _through_netsim(spec, pcm, sr, cfg, srv.host, srv.port)
+
+
+async def _through_netsim(spec: Any, pcm: Any, sr: int, cfg: Any, host: str,
+                          port: int) -> dict[str, Any]:
     import asyncio
-    import os
-    import re
 
     from voicepipe.client import ClientSession
     from voicepipe.clock import now_ns
     from voicepipe.core.faults import FaultSchedule
     from voicepipe.netsim import NetSim
 
-    # the server runs in its own process, as in real use: its work (resampling, pacing)
-    # must not delay the client's event loop, whose arrival times are what is measured
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "voicepipe.cli", "serve", "--pipeline", "loopback",
-        "--host", "127.0.0.1", "--port", "0", stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    assert server.stdout is not None
-    line = (await asyncio.wait_for(server.stdout.readline(), 120)).decode()
-    m = re.search(r"serving http://([\d.]+):(\d+)/", line)
-    if not m:
-        server.terminate()
-        raise RuntimeError(f"voicepipe serve printed {line!r}")
-    host, port = m.group(1), m.group(2)
-    sim = NetSim(("127.0.0.1", 0), (host, int(port)), spec, directions="down")
+    sim = NetSim(("127.0.0.1", 0), (host, port), spec, directions="down")
     h, p = await sim.start()
     session = ClientSession(f"ws://{h}:{p}/ws", pcm, sr, cfg, playout="adaptive",
                             trailing_silence_s=0.5, timeout_s=len(pcm) / sr + 30.0,
@@ -187,8 +180,6 @@ async def real(spec: Any, pcm: Any, sr: int, cfg: Any) -> dict[str, Any]:
         done.set()
         await sampler
         await sim.close()
-        server.terminate()
-        await server.wait()
     stats = dict(res.jitter or {})
     start = sim.conn_starts[0] if sim.conn_starts else now_ns()
     t_end = series[-1][0] if series else start

@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     pw.add_argument("file", help="trace file (JSONL or Chrome JSON)")
     pw.add_argument("outdir", help="folder for <session>-turn<N>.png")
     pw.add_argument("--turn", type=int, default=None, help="only this turn")
+    pp = sub2.add_parser("plot", help="per-turn waterfalls stacked in one PNG")
+    pp.add_argument("file", help="trace file (JSONL or Chrome JSON)")
+    pp.add_argument("--out", default="waterfall.png", help="output PNG (default waterfall.png)")
+    pp.add_argument("--turn", type=int, default=None, help="only this turn")
+    pp.add_argument("--last", type=int, default=8, help="at most this many turns, newest")
     p.set_defaults(func=run, trace_command=None)
 
 
@@ -36,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe import tracing
 
     if args.trace_command is None:
-        print("voicepipe trace: choose summarize, chrome or waterfall (see --help)",
+        print("voicepipe trace: choose summarize, chrome, waterfall or plot (see --help)",
               file=sys.stderr)
         return 2
     try:
@@ -48,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
         tracing.write_chrome(args.out, spans)
         print(f"{len(spans)} spans → {args.out}")
         return 0
+    if args.trace_command == "plot":
+        n = plot(spans, args.out, args.turn, args.last)
+        print(f"{n} turn(s) → {args.out}")
+        return 0 if n else 1
     if args.trace_command == "waterfall":
         written = waterfalls(spans, args.outdir, args.turn)
         print(f"{len(written)} waterfall(s) → {args.outdir}")
@@ -72,32 +81,65 @@ def waterfalls(spans: list, outdir: str, only_turn: int | None = None) -> list[s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from voicepipe.tracing import SPAN_NAMES
 
-    groups: dict[tuple[str, int], list] = {}
-    for s in spans:
-        if only_turn is None or s.turn_id == only_turn:
-            groups.setdefault((s.session, s.turn_id), []).append(s)
+    groups = _groups(spans, only_turn)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    rank = {n: i for i, n in enumerate(SPAN_NAMES)}
     written = []
     for (session, turn), group in sorted(groups.items()):
-        group.sort(key=lambda s: (rank.get(s.name, len(rank)), s.start_ns))
-        t0 = min(s.start_ns for s in group)
         fig, ax = plt.subplots(figsize=(8, 0.45 * len(group) + 1.2))
-        for i, s in enumerate(group):
-            start = (s.start_ns - t0) / 1e6
-            ax.barh(i, max(s.duration_ms, 0.5), left=start, color=f"C{rank.get(s.name, 9) % 10}")
-            ax.text(start + max(s.duration_ms, 0.5), i, f" {s.duration_ms:.0f} ms",
-                    va="center", fontsize=8)
-        ax.set_yticks(range(len(group)), [s.name for s in group])
-        ax.invert_yaxis()
-        ax.set_xlabel("ms since the turn's first span")
-        ax.set_title(f"session {session or '-'} · turn {turn}")
+        _draw_turn(ax, group, f"session {session or '-'} · turn {turn}")
         fig.tight_layout()
         path = out / f"{session or 'session'}-turn{turn}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(str(path))
     return written
+
+
+def _groups(spans: list, only_turn: int | None) -> dict[tuple[str, int], list]:
+    groups: dict[tuple[str, int], list] = {}
+    for s in spans:
+        if only_turn is None or s.turn_id == only_turn:
+            groups.setdefault((s.session, s.turn_id), []).append(s)
+    return groups
+
+
+def _draw_turn(ax, group: list, title: str) -> None:  # noqa: ANN001 - matplotlib Axes
+    """One turn's spans as bars from their start, §9 names in pipeline order, others after."""
+    from voicepipe.tracing import SPAN_NAMES
+
+    rank = {n: i for i, n in enumerate(SPAN_NAMES)}
+    group = sorted(group, key=lambda s: (rank.get(s.name, len(rank)), s.start_ns))
+    t0 = min(s.start_ns for s in group)
+    for i, s in enumerate(group):
+        start = (s.start_ns - t0) / 1e6
+        ax.barh(i, max(s.duration_ms, 0.5), left=start, color=f"C{rank.get(s.name, 9) % 10}")
+        ax.text(start + max(s.duration_ms, 0.5), i, f" {s.duration_ms:.0f} ms",
+                va="center", fontsize=8)
+    ax.set_yticks(range(len(group)), [s.name for s in group])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms since the turn's first span")
+    ax.set_title(title)
+
+
+def plot(spans: list, out: str, only_turn: int | None = None, last: int = 8) -> int:
+    """Every turn (the newest ``last``) as one waterfall panel, stacked in one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    items = sorted(_groups(spans, only_turn).items(),
+                   key=lambda kv: min(s.start_ns for s in kv[1]))[-max(1, last):]
+    if not items:
+        return 0
+    heights = [0.45 * len(g) + 1.0 for _, g in items]
+    fig, axes = plt.subplots(len(items), 1, figsize=(9, sum(heights) + 0.5),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, ((session, turn), group) in zip(axes[:, 0], items, strict=True):
+        _draw_turn(ax, group, f"session {session or '-'} · turn {turn}")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return len(items)

@@ -1,0 +1,71 @@
+"""Start `voicepipe serve` in its own process for benchmarks.
+
+Benchmarks drive the server from a separate process, as in real use: the
+server's work must not delay the client's event loop, whose arrival and
+playout times are what is measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from voicepipe.config import Config, dump_toml
+
+
+@dataclass
+class ServeProcess:
+    proc: asyncio.subprocess.Process
+    host: str
+    port: int
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/ws"
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds the server process has used so far (Linux /proc)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@asynccontextmanager
+async def serve_process(pipeline: str, cfg: Config | None = None, *,
+                        start_timeout_s: float = 300.0) -> AsyncIterator[ServeProcess]:
+    """``async with serve_process("assistant", cfg) as srv: …`` on 127.0.0.1, a free port."""
+    cfg_file = None
+    args = [sys.executable, "-m", "voicepipe.cli", "serve", "--pipeline", pipeline,
+            "--host", "127.0.0.1", "--port", "0"]
+    if cfg is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write(dump_toml(cfg))
+            cfg_file = f.name
+        args += ["--config", cfg_file]
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        # Model preloading happens before the URL line; the first line may take a while.
+        line = (await asyncio.wait_for(proc.stdout.readline(), start_timeout_s)).decode()
+        m = re.search(r"serving http://([\d.]+):(\d+)/", line)
+        if not m:
+            raise RuntimeError(f"voicepipe serve did not start (printed {line!r})")
+        yield ServeProcess(proc, m.group(1), int(m.group(2)))
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except asyncio.TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if cfg_file:
+            os.unlink(cfg_file)

@@ -1,0 +1,182 @@
+"""`voicepipe bench e2e`: voice-to-voice latency of the whole assistant, on real sockets.
+
+A `voicepipe serve` process runs the pipeline on its default models; headless
+clients (voicepipe.client) stream spoken questions at real time, one question
+per session, and measure ``e2e.voice_to_voice`` themselves: from the end of
+the user's speech (media time) to the first reply sample their playout buffer
+played. Questions are spoken by the teacher voice (hibari) at run time, so no
+audio ships with the benchmark. Concurrency levels 1, 2, 4, … up to
+``--concurrency`` run that many sessions at once; the largest level whose p95
+stays under 1.5 s is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "How many days are there in a week?",
+    "Can you tell me a fun fact about the moon?",
+    "What should I cook for dinner tonight?",
+    "Why is the sky blue?",
+    "How do I make a cup of tea?",
+    "What is two plus three?",
+    "Give me a tip for sleeping better.",
+]
+LIMIT_MS = 1500.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "e2e",
+        help="voice-to-voice latency of the assistant over real sockets (JSON)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="3 questions, concurrency 1 only")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="highest concurrency level to try (1, 2, 4, … up to this)")
+    p.add_argument("--questions", type=int, default=len(QUESTIONS),
+                   help=f"questions per level (≤ {len(QUESTIONS)})")
+    p.add_argument("--pipeline", default="assistant")
+    p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.set_defaults(func=run)
+
+
+def speak(texts: list[str], rate: int = 16000) -> list[Any]:
+    import numpy as np
+    from hibari.tts import Hibari
+
+    from voicepipe.audio import resample
+
+    tts = Hibari()
+    lead = np.zeros(rate // 4, np.float32)  # a mic hears a little silence before speech
+    return [np.concatenate([lead, resample(np.asarray(tts(t, seed=i), np.float32), 24000,
+                                           rate)]) for i, t in enumerate(texts)]
+
+
+def _levels(max_c: int) -> list[int]:
+    out, c = [], 1
+    while c <= max_c:
+        out.append(c)
+        c *= 2
+    if out[-1] != max_c:
+        out.append(max_c)
+    return out
+
+
+def _pcts(values: list[float]) -> dict[str, float]:
+    from voicepipe.tracing import percentile
+
+    if not values:
+        return {}
+    return {q: round(percentile(values, p), 1) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))}
+
+
+async def _level(srv: Any, cfg: Any, clips: list[Any], texts: list[str], c: int,
+                 log: Any) -> dict[str, Any]:
+    import asyncio
+
+    from voicepipe.client import ClientSession
+
+    results = []
+    for start in range(0, len(clips), c):
+        batch = list(range(start, min(start + c, len(clips))))
+        sessions = [ClientSession(srv.ws_url, clips[i], 16000, cfg, playout="adaptive",
+                                  trailing_silence_s=1.5, timeout_s=120.0, index=i)
+                    for i in batch]
+        res = await asyncio.gather(*(s.run() for s in sessions))
+        for i, r in zip(batch, res, strict=True):
+            out = r.to_json()
+            out["question"] = texts[i]
+            results.append(out)
+            log(f"  c={c} q{i}: v2v={out['latency_ms'].get('e2e.voice_to_voice', 'n/a')} ms "
+                f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}")
+    return {"concurrency": c, "sessions": results}
+
+
+def summarize(levels: list[dict[str, Any]], cpu_s: float, audio_s: float,
+              wall_s: float) -> dict[str, Any]:
+    first = levels[0]["sessions"]
+    v2v = [s["latency_ms"]["e2e.voice_to_voice"] for s in first
+           if "e2e.voice_to_voice" in s["latency_ms"]]
+    span_names = sorted({k for s in first for k in s["latency_ms"]})
+    spans = {n: _pcts([s["latency_ms"][n] for s in first if n in s["latency_ms"]])
+             for n in span_names}
+    jitter: dict[str, float] = {}
+    for s in first:
+        for k, v in (s.get("jitter") or {}).items():
+            if k in ("underruns", "concealed_ms", "accelerated_ms", "stretched_ms", "played_ms"):
+                jitter[k] = round(jitter.get(k, 0.0) + float(v), 1)
+    per_level = []
+    best = 0
+    under = True  # every level so far kept p95 under the limit with no failed session
+    for lv in levels:  # increasing concurrency
+        vals = [s["latency_ms"]["e2e.voice_to_voice"] for s in lv["sessions"]
+                if "e2e.voice_to_voice" in s["latency_ms"]]
+        p = _pcts(vals)
+        failed = len(lv["sessions"]) - len(vals)
+        per_level.append({"concurrency": lv["concurrency"], "voice_to_voice_ms": p,
+                          "failed": failed})
+        under = under and failed == 0 and bool(vals) and p["p95"] < LIMIT_MS
+        if under:
+            best = lv["concurrency"]
+    errors = [e for lv in levels for s in lv["sessions"] for e in s.get("errors", [])]
+    return {
+        "voice_to_voice_ms": _pcts(v2v),
+        "spans": spans,
+        "jitter": jitter,
+        "cpu": {"server_cpu_s": round(cpu_s, 2), "audio_in_s": round(audio_s, 2),
+                "wall_s": round(wall_s, 2),
+                "server_cpu_s_per_audio_s": round(cpu_s / max(audio_s, 1e-9), 3),
+                "server_cores_busy": round(cpu_s / max(wall_s, 1e-9), 3)},
+        "levels": per_level,
+        "max_concurrency_p95_under_1500ms": best,
+        "errors": errors[:20],
+        "turns": [{k: s.get(k) for k in ("question", "transcript", "reply_text", "latency_ms")}
+                  for s in first],
+    }
+
+
+async def bench(cfg: Any, *, pipeline: str, n_questions: int, max_c: int,
+                log: Any) -> dict[str, Any]:
+    import asyncio
+    import time
+
+    from voicepipe.bench._serve import serve_process
+
+    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    clips = await asyncio.to_thread(speak, texts)
+    log(f"bench e2e: {len(texts)} spoken questions; starting voicepipe serve ({pipeline}) …")
+    async with serve_process(pipeline, cfg) as srv:
+        levels = []
+        cpu0, t0 = srv.cpu_s(), time.monotonic()
+        audio_s = 0.0
+        for c in _levels(max_c):
+            levels.append(await _level(srv, cfg, clips, texts, c, log))
+            audio_s += sum(len(x) for x in clips) / 16000
+        cpu_s, wall_s = srv.cpu_s() - cpu0, time.monotonic() - t0
+    out = summarize(levels, cpu_s, audio_s, wall_s)
+    out["pipeline"] = pipeline
+    out["questions"] = len(texts)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    n = 3 if args.quick else args.questions
+    max_c = 1 if args.quick else max(1, args.concurrency)
+
+    def log(msg: str) -> None:
+        if not args.json:
+            print(msg, file=sys.stderr, flush=True)
+
+    out = asyncio.run(bench(args.config, pipeline=args.pipeline, n_questions=n, max_c=max_c,
+                            log=log))
+    print(json.dumps(out, indent=None if args.json else 2))
+    return 0 if out["voice_to_voice_ms"] else 1
