@@ -16,6 +16,7 @@ float rounding), 16 / 10 → 30 dB, 16 / 8 → 21 dB, 8 / 12 → 24 dB.
 
 from __future__ import annotations
 
+import copy
 import json
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -156,17 +157,24 @@ def load_generator(path: str | Path = "hifigan-universal") -> Generator:
 class Vocoder:
     """Inference wrapper: mel → wave, with the speed options measured in BENCHMARKS.md.
 
-    ``dtype``: "fp32" or "bf16" (CPU autocast; needs AVX-512 BF16 to pay off).
-    ``channels_last`` is a no-op for 1-D convs on CPU and is therefore not offered.
+    ``dtype``: "fp32"; "bf16" (CPU autocast: weights cast on every call) or
+    "bf16-weights" (a bf16 copy of the weights, activations in bf16, output fp32);
+    both need AVX-512 BF16 to pay off. ``compile``: torch.compile (inductor).
     """
 
     def __init__(self, model: Generator | None = None, *, dtype: str = "fp32",
                  compile: bool = False) -> None:
-        self.model = model if model is not None else load_generator()
+        if dtype not in ("fp32", "bf16", "bf16-weights"):
+            raise ValueError(f"unknown vocoder dtype {dtype!r} (fp32 | bf16 | bf16-weights)")
+        model = model if model is not None else load_generator()
+        if dtype == "bf16-weights":
+            model = copy.deepcopy(model).to(torch.bfloat16)
+        self.model = model
         self.dtype = dtype
-        self.hop = self.model.args.hop_size
-        self.sample_rate = self.model.args.sampling_rate
-        self._fn = torch.compile(self.model, dynamic=True) if compile else self.model
+        self.hop = model.args.hop_size
+        self.sample_rate = model.args.sampling_rate
+        self._in_dtype = torch.bfloat16 if dtype == "bf16-weights" else torch.float32
+        self._fn = torch.compile(model, dynamic=True) if compile else model
 
     def _ctx(self):
         if self.dtype == "bf16":
@@ -179,7 +187,7 @@ class Vocoder:
         single = mel.dim() == 2
         x = mel.unsqueeze(0) if single else mel
         with self._ctx():
-            y = self._fn(x.float()).float()
+            y = self._fn(x.to(self._in_dtype)).float()
         return y[0] if single else y
 
 
