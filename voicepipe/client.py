@@ -241,7 +241,8 @@ class ClientSession:
     def __init__(self, url: str, pcm: np.ndarray, sample_rate: int, cfg: Config, *,
                  speed: float = 1.0, output_sample_rate: int = 0, token: str = "",
                  playout: str = "adaptive", trailing_silence_s: float = 1.0,
-                 timeout_s: float = 60.0, index: int = 0, origin: str | None = None) -> None:
+                 timeout_s: float = 60.0, index: int = 0, origin: str | None = None,
+                 barge_in: np.ndarray | None = None, barge_in_after_s: float = 1.0) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
         self.url, self.cfg, self.speed, self.token = url, cfg, speed, token
@@ -254,6 +255,10 @@ class ClientSession:
         self.timeout_s = timeout_s
         self.origin = origin
         self.res = SessionResult(index=index, input_audio_s=len(pcm) / sample_rate)
+        # Barge-in: once a reply has played this long, speak ``barge_in`` over it.
+        self.barge_in = None if barge_in is None else np.concatenate(
+            [np.asarray(barge_in, np.float32).reshape(-1), tail])
+        self.barge_in_after_s = barge_in_after_s
         self._received_all = asyncio.Event()
 
     async def run(self) -> SessionResult:
@@ -304,16 +309,38 @@ class ClientSession:
     async def _send(self, ws: Any) -> None:
         step = self.rate * self.cfg.audio.frame_ms // 1000
         t0 = self.res.first_send_ns = now_ns()
-        with contextlib.suppress(ConnectionClosed):
-            for seq, start in enumerate(range(0, len(self.pcm), step)):
-                chunk = P.pcm16_from_float(self.pcm[start:start + step])
+        sent = 0  # samples sent so far: the media timeline of the input
+        seq = 0
+
+        async def send(pcm: np.ndarray) -> None:
+            nonlocal sent, seq
+            for start in range(0, len(pcm), step):
+                chunk = P.pcm16_from_float(pcm[start:start + step])
                 # Like a microphone: a frame exists only once its last sample was captured.
-                due = t0 + (start + len(chunk)) * 1e9 / (self.rate * self.speed)
+                due = t0 + (sent + len(chunk)) * 1e9 / (self.rate * self.speed)
                 if (wait := (due - now_ns()) / 1e9) > 0:
                     await asyncio.sleep(wait)
                 await ws.send(P.encode_audio(P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq,
-                                                          media_ts=start, pcm=chunk)))
+                                                          media_ts=sent, pcm=chunk)))
+                sent += len(chunk)
+                seq += 1
+
+        with contextlib.suppress(ConnectionClosed):
+            await send(self.pcm)
+            if self.barge_in is not None:
+                # Silence (a live mic) until a reply has played long enough, then talk over it.
+                quiet = np.zeros(step, np.float32)
+                give_up = now_ns() + int(self.timeout_s * 1e9)
+                while not self._reply_played(self.barge_in_after_s) and now_ns() < give_up:
+                    await send(quiet)
+                await send(self.barge_in)
             await ws.send(P.encode_message(P.EndInput()))
+
+    def _reply_played(self, seconds: float) -> bool:
+        pl = self.playout
+        rate = self.res.output_sample_rate
+        return pl is not None and rate > 0 and any(
+            r.played_samples >= seconds * rate for r in pl.playouts.values())
 
     async def _recv(self, ws: Any) -> None:
         res, playout = self.res, self.playout

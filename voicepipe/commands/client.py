@@ -38,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="playout buffer of the virtual speaker: adaptive (the jitter buffer "
                         "of core/jitter.py, default) or fifo (fixed start delay)")
     p.add_argument("--silence", type=float, default=1.0, help="trailing silence, seconds")
+    p.add_argument("--barge-in", default=None, metavar="WAV",
+                   help="after the first reply has played --barge-in-after seconds, speak this "
+                        "WAV over it (tests interruption)")
+    p.add_argument("--barge-in-after", type=float, default=1.0, metavar="S",
+                   help="seconds of reply played before the barge-in starts (default 1.0)")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds to wait for replies after the input was sent")
     p.set_defaults(func=run)
@@ -48,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from voicepipe.audio import read_wav
+    from voicepipe.audio import read_wav, resample
     from voicepipe.client import run_sessions
     from voicepipe.tracing import Tracer, format_summary
 
@@ -58,8 +63,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         pcm, sr = read_wav(args.wav)
+        barge = None
+        if args.barge_in:
+            bpcm, bsr = read_wav(args.barge_in)
+            barge = resample(bpcm, bsr, sr)
     except (OSError, ValueError, EOFError) as e:
-        print(f"voicepipe client: cannot read {args.wav}: {e}", file=sys.stderr)
+        print(f"voicepipe client: cannot read {args.barge_in or args.wav}: {e}", file=sys.stderr)
         return 2
     url = args.url or f"ws://{cfg.server.host}:{cfg.server.port}/ws"
     tracer = Tracer(args.trace)
@@ -68,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         output_sample_rate=args.output_rate,
         token=cfg.server.auth_token if args.token is None else args.token,
         playout=args.playout, trailing_silence_s=args.silence, timeout_s=args.timeout,
+        barge_in=barge, barge_in_after_s=args.barge_in_after,
     ))
     for r in results:
         if args.out and r.output_sample_rate:
