@@ -71,15 +71,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--quick", action="store_true",
-                   help="int8 + int4 only, 2 prompts per set, 48 tokens (about a minute)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="int8 + int4 only, 2 prompts per set, 48 tokens (about a minute)",
+    )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--tokens", type=int, default=0, help="tokens per generation")
     p.add_argument("--repeats", type=int, default=3, help="decode runs per row (best kept)")
     p.add_argument("--weights", default="", help="comma-separated formats to bench")
-    p.add_argument("--pair", action="store_true",
-                   help="also the Qwen2.5-Coder 1.5B target / 0.5B draft pair (must be pulled)")
+    p.add_argument(
+        "--pair",
+        action="store_true",
+        help="also the Qwen2.5-Coder 1.5B target / 0.5B draft pair (must be pulled)",
+    )
     p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
     p.set_defaults(func=run)
 
@@ -101,12 +107,12 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
     return out, time.perf_counter() - t0, dec.metrics
 
 
-def model_row(name: str, weights: str, n: int, repeats: int) -> dict:
+def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = True) -> dict:
     from voicepipe.nn import llama
     from voicepipe.nn.engine import ModelTarget, gguf_path
     from voicepipe.nn.tokenizer import ChatTokenizer
 
-    m, load_s = llama.load(gguf_path(name), weights, max_len=1024)
+    m, load_s = llama.load(gguf_path(name), weights, max_len=1024, kernels=kernels)
     tok = ChatTokenizer(m.metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
     ttft, tpot = [], []
@@ -120,15 +126,23 @@ def model_row(name: str, weights: str, n: int, repeats: int) -> dict:
             nxt = int(llama.decode_step(m, t.cache, nxt).argmax())
         tpot.append((time.perf_counter() - t0) / n)
     best = min(tpot)
-    return {"model": name, "weights": weights, "params_m": round(m.n_params / 1e6, 1),
-            "load_s": round(load_s, 2), "prompt_tokens": len(ids),
-            "ttft_ms": round(min(ttft) * 1e3, 1), "tpot_ms": round(best * 1e3, 2),
-            "decode_tok_s": round(1 / best, 1),
-            "decode_tok_s_median": round(1 / sorted(tpot)[len(tpot) // 2], 1)}
+    return {
+        "model": name,
+        "weights": weights,
+        "kernel": m.kernel,
+        "params_m": round(m.n_params / 1e6, 1),
+        "load_s": round(load_s, 2),
+        "prompt_tokens": len(ids),
+        "ttft_ms": round(min(ttft) * 1e3, 1),
+        "tpot_ms": round(best * 1e3, 2),
+        "decode_tok_s": round(1 / best, 1),
+        "decode_tok_s_median": round(1 / sorted(tpot)[len(tpot) // 2], 1),
+    }
 
 
-def drafter_rows(model: str, drafter: str, weights: str, k: int, sets: dict, n: int,
-                 repeats: int) -> list[dict]:
+def drafter_rows(
+    model: str, drafter: str, weights: str, k: int, sets: dict, n: int, repeats: int
+) -> list[dict]:
     from voicepipe.core.spec import SpecMetrics
     from voicepipe.nn.engine import load_engine
 
@@ -153,16 +167,27 @@ def drafter_rows(model: str, drafter: str, weights: str, k: int, sets: dict, n: 
             spec_s += s_best
             n_tok += len(p_out)
         d = metrics.as_dict()
-        rows.append({"model": model, "drafter": drafter, "weights": weights, "k": k,
-                     "prompts": set_name, "n_prompts": len(prompts), "tokens": n_tok,
-                     "speedup": round(plain_s / spec_s, 3), "identical": identical,
-                     "plain_tok_s": round(n_tok / plain_s, 1),
-                     "spec_tok_s": round(n_tok / spec_s, 1),
-                     "acceptance_rate": d["acceptance_rate"],
-                     "mean_accepted_len": d["mean_accepted_len"],
-                     "accept_by_pos": d["accept_by_pos"],
-                     "time_propose_ms": d["time_propose_ms"], "time_score_ms": d["time_score_ms"],
-                     "time_verify_ms": d["time_verify_ms"]})
+        rows.append(
+            {
+                "model": model,
+                "drafter": drafter,
+                "weights": weights,
+                "k": k,
+                "prompts": set_name,
+                "n_prompts": len(prompts),
+                "tokens": n_tok,
+                "speedup": round(plain_s / spec_s, 3),
+                "identical": identical,
+                "plain_tok_s": round(n_tok / plain_s, 1),
+                "spec_tok_s": round(n_tok / spec_s, 1),
+                "acceptance_rate": d["acceptance_rate"],
+                "mean_accepted_len": d["mean_accepted_len"],
+                "accept_by_pos": d["accept_by_pos"],
+                "time_propose_ms": d["time_propose_ms"],
+                "time_score_ms": d["time_score_ms"],
+                "time_verify_ms": d["time_verify_ms"],
+            }
+        )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
@@ -176,26 +201,41 @@ def run(args: argparse.Namespace) -> int:
     cfg = args.config
     n = args.tokens or (48 if args.quick else 128)
     k = args.k or cfg.llm.spec_k
-    formats = args.weights.split(",") if args.weights else (
-        ["int8", "int4"] if args.quick else ["fp32", "bf16", "int8", "int4"])
+    formats = (
+        args.weights.split(",")
+        if args.weights
+        else (["int8", "int4"] if args.quick else ["fp32", "bf16", "int8", "int4"])
+    )
     sets = {s: p[:2] if args.quick else p for s, p in PROMPTS.items()}
     repeats = 1 if args.quick else args.repeats
     model = cfg.llm.model
-    out: dict = {"machine": {"cpu": _cpu(), "threads": args.threads,
-                             "loadavg_start": os.getloadavg()[0]},
-                 "tokens": n, "models": [], "drafters": []}
+    out: dict = {
+        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
+        "tokens": n,
+        "models": [],
+        "drafters": [],
+    }
     try:
         for w in formats:
             out["models"].append(model_row(model, w, n, args.repeats))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
+            if w == "int8" and out["models"][-1]["kernel"] != "aten":  # the kernel's effect
+                out["models"].append(model_row(model, w, n, args.repeats, kernels=False))
+                print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
         pair_ready = all(not registry.verify(x, deep=False) for x in PAIR)
         if args.pair or (pair_ready and not args.quick):
+            # 1.5B decodes ~10x slower: fewer prompts and tokens keep the run bounded.
             tgt, drf = PAIR
-            for w in ("int4",) if args.quick else ("int8", "int4"):
-                out["models"].append(model_row(tgt, w, n // 2, 1))
-            out["drafters"] += drafter_rows(tgt, drf, "int4", k, sets, n, 1)
-            out["drafters"] += drafter_rows(tgt, "ngram", "int4", k, sets, n, 1)
+            n_pair = min(n, 48)
+            pair_sets = {s: p[:2] for s, p in PROMPTS.items()}
+            for name in PAIR:
+                out["models"].append(model_row(name, cfg.llm.weights, n_pair, 1))
+                print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
+            out["drafters"] += drafter_rows(tgt, drf, cfg.llm.weights, k, pair_sets, n_pair, 1)
+            out["drafters"] += drafter_rows(
+                tgt, "ngram", cfg.llm.weights, k, {"grounded": pair_sets["grounded"]}, n_pair, 1
+            )
     except registry.ModelError as e:
         print(f"voicepipe bench llm: {e}", file=sys.stderr)
         return 2

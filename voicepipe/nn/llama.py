@@ -37,11 +37,14 @@ class Layer:
 
 
 class Transformer:
-    def __init__(self, g: GGUFModel, weights: str = "fp32", max_len: int = 4096) -> None:
+    def __init__(
+        self, g: GGUFModel, weights: str = "fp32", max_len: int = 4096, kernels: bool = True
+    ) -> None:
         a = g.args
         self.args: ModelArgs = a
         self.weights = weights
-        self.dtype = act_dtype(weights)
+        self.dtype = act_dtype(weights, kernels)
+        self.kernel = "q8gemm" if weights == "int8" and self.dtype == torch.float32 else "aten"
         self.max_len = min(max_len, a.context_length)
         self.metadata = g.metadata
         t = g.tensors
@@ -60,16 +63,16 @@ class Transformer:
             self.layers.append(
                 Layer(
                     attn_norm=t[p + "attn_norm.weight"].to(self.dtype),
-                    wqkv=Linear(wqkv, bqkv, weights),
-                    wo=Linear(t[p + "attn_output.weight"], None, weights),
+                    wqkv=Linear(wqkv, bqkv, weights, kernels),
+                    wo=Linear(t[p + "attn_output.weight"], None, weights, kernels),
                     ffn_norm=t[p + "ffn_norm.weight"].to(self.dtype),
-                    w13=Linear(w13, None, weights),
-                    w2=Linear(t[p + "ffn_down.weight"], None, weights),
+                    w13=Linear(w13, None, weights, kernels),
+                    w2=Linear(t[p + "ffn_down.weight"], None, weights, kernels),
                 )
             )
         self.norm = t["output_norm.weight"].to(self.dtype)
         head = emb if a.tied_embeddings else t["output.weight"]
-        self.output = Linear(head, None, weights)  # dim → V
+        self.output = Linear(head, None, weights, kernels)  # dim → V
         # Interleaved RoPE as complex rotations: (Tmax, D/2) complex64.
         inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
         ang = torch.outer(torch.arange(self.max_len).float(), inv)
@@ -89,10 +92,12 @@ class Transformer:
         return a.n_layer * per + a.vocab_size * a.dim + head
 
 
-def load(path: str | Path, weights: str = "fp32", max_len: int = 4096) -> tuple[Transformer, float]:
-    """Load a GGUF model; returns (model, seconds taken)."""
+def load(
+    path: str | Path, weights: str = "fp32", max_len: int = 4096, kernels: bool = True
+) -> tuple[Transformer, float]:
+    """Load a GGUF model; returns (model, seconds taken). kernels=False: aten kernels only."""
     t0 = time.perf_counter()
-    model = Transformer(load_gguf(path), weights, max_len)
+    model = Transformer(load_gguf(path), weights, max_len, kernels)
     return model, time.perf_counter() - t0
 
 

@@ -11,13 +11,20 @@ fp32, ~7.2 in bf16, ~25 with int8 weight-only and ~33 with int4 weight-only.
   Q4_1 GGUF blocks are exactly this shape (32 values, a scale and a min), so
   re-quantizing a dequantized Q4_1 tensor loses almost nothing.
 
-The quantized kernels take bf16 activations (their fp32 paths are slow
-fallbacks here), so int8 / int4 models compute in bf16.
+The aten quantized kernels take bf16 activations (their fp32 paths are slow
+fallbacks here), so int4 models compute in bf16. int8 prefers the project's
+own kernel (kernels/q8gemm: fp32 activations, each weight row read once for
+up to 8 rows, batch-invariant), built on first use; when it cannot be built
+(no compiler, no AVX-512, VOICEPIPE_KERNELS=0) int8 falls back to aten's
+kernel with bf16 activations.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -26,20 +33,57 @@ WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
 INT4_GROUP = 32
 
 
-def act_dtype(weights: str) -> torch.dtype:
-    return torch.float32 if weights == "fp32" else torch.bfloat16
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+_Q8: list[Callable[..., torch.Tensor] | None] = []  # [] = not tried yet
+
+
+def q8gemm() -> Callable[..., torch.Tensor] | None:
+    """The compiled q8_gemm op, or None (built once per machine, cached by torch)."""
+    if not _Q8:
+        _Q8.append(_build_q8())
+    return _Q8[0]
+
+
+def _build_q8() -> Callable[..., torch.Tensor] | None:
+    src = REPO_ROOT / "kernels" / "q8gemm" / "q8gemm.cpp"
+    if os.environ.get("VOICEPIPE_KERNELS", "1") == "0" or not src.is_file():
+        return None
+    if "AVX512" not in torch.backends.cpu.get_cpu_capability():
+        return None
+    try:
+        from torch.utils.cpp_extension import load
+
+        mod = load(
+            name="voicepipe_q8gemm",
+            sources=[str(src)],
+            extra_cflags=["-O3", "-march=native"],
+            verbose=False,
+        )
+        return mod.q8_gemm
+    except Exception as e:  # no compiler / headers: the aten kernel still works
+        warnings.warn(f"kernels/q8gemm not built ({e}); using aten int8 kernel", stacklevel=2)
+        return None
+
+
+def act_dtype(weights: str, kernels: bool = True) -> torch.dtype:
+    if weights == "fp32" or (weights == "int8" and kernels and q8gemm() is not None):
+        return torch.float32
+    return torch.bfloat16
 
 
 class Linear:
     """y = x @ W.T (+ b) for x (T, in) → (T, out), in one of WEIGHT_FORMATS."""
 
-    def __init__(self, w: torch.Tensor, b: torch.Tensor | None, weights: str) -> None:
+    def __init__(
+        self, w: torch.Tensor, b: torch.Tensor | None, weights: str, kernels: bool = True
+    ) -> None:
         if weights not in WEIGHT_FORMATS:
             raise ValueError(f"unknown weight format {weights!r} (choose from {WEIGHT_FORMATS})")
         w = w.float().contiguous()  # (out, in)
         self.weights = weights
         self.out_features, self.in_features = w.shape
-        dt = act_dtype(weights)
+        dt = act_dtype(weights, kernels)
+        self.q8 = q8gemm() if weights == "int8" and kernels else None
         self.bias = None if b is None else b.to(dt).contiguous()
         if weights == "fp32":
             self.w = w
@@ -48,7 +92,7 @@ class Linear:
         elif weights == "int8":
             scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-10)  # (out,)
             self.w = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
-            self.scale = scale.to(torch.bfloat16)
+            self.scale = scale.to(dt)
         else:
             if self.in_features % INT4_GROUP:
                 raise ValueError(f"int4 needs in_features divisible by {INT4_GROUP}")
@@ -61,8 +105,13 @@ class Linear:
         if self.weights in ("fp32", "bf16"):
             w = self.w
             return lambda x: F.linear(x, w, b)
+        if self.q8 is not None and self.in_features % 32 == 0:
+            w, s, q8 = self.w, self.scale, self.q8
+            if b is None:
+                return lambda x: q8(x, w, s)
+            return lambda x: q8(x, w, s) + b
         if self.weights == "int8":
-            w, s = self.w, self.scale
+            w, s = self.w, self.scale.to(torch.bfloat16)
             mm = torch.ops.aten._weight_int8pack_mm
             if b is None:
                 return lambda x: mm(x, w, s)
