@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from voicepipe.frames import End, Frame, Interrupt, MetricsFrame, TextDelta
+from voicepipe.frames import End, Frame, InputEnd, Interrupt, MetricsFrame, TextDelta
 from voicepipe.stage import Inbox, Stage
 
 
@@ -80,3 +80,26 @@ async def test_interrupt_spares_newer_turns() -> None:
     assert stage.cancelled == []
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_input_end_survives_interrupts() -> None:
+    """InputEnd is the session's in-order end marker: an interrupt of newer turns must not
+    drop it (queued or arriving later), or the session never finishes after a barge-in."""
+    out: list[Frame] = []
+
+    async def sink(f: Frame) -> None:
+        out.append(f)
+
+    stage = Stage()
+    stage.push = sink
+    task = asyncio.create_task(stage.run())
+    await stage.put(Interrupt(turn_id=5))
+    await stage.put(TextDelta(turn_id=1, text="stale"))
+    await stage.put(InputEnd(turn_id=0))
+    for _ in range(100):
+        if any(isinstance(f, InputEnd) for f in out):
+            break
+        await asyncio.sleep(0.01)
+    await stage.put(End())  # End jumps the queue: send it only once InputEnd went through
+    await asyncio.wait_for(task, 2)
+    assert [type(f).__name__ for f in out] == ["Interrupt", "InputEnd", "End"]

@@ -14,7 +14,7 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from voicepipe.frames import Cancel, End, Frame, Interrupt, SystemFrame
+from voicepipe.frames import Cancel, End, Frame, InputEnd, Interrupt, SystemFrame
 
 Emit = Callable[[Frame], Awaitable[None]]
 
@@ -123,7 +123,9 @@ class Stage:
     # ------------------------------------------------------------- engine
 
     def _stale(self, frame: Frame, turn: int) -> bool:
-        return frame.turn_id < turn
+        # InputEnd belongs to the session, not to a turn: it must survive every interrupt,
+        # or the server would never say "done" after a barge-in.
+        return frame.turn_id < turn and not isinstance(frame, InputEnd)
 
     async def _handle_system(self, frame: SystemFrame) -> bool:
         """Returns False when the stage should stop."""
