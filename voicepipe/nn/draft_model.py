@@ -1,0 +1,191 @@
+"""EAGLE-style draft for SmolLM2-135M: one decoder layer over the target's features.
+
+Why this shape (measured, see models/smollm2-draft/README.md): decode of the
+135M target is memory- and overhead-bound, so a draft must cost a small
+fraction of a target step. A stand-alone small LM with the tied 49,152-token
+head would read 28M params per token (a fifth of the target); this draft
+reads ~9M: an input projection, one llama decoder layer and a head over a
+reduced vocabulary (the most frequent tokens of the target's own replies,
+mapped back to full ids; a token outside it is simply never proposed). Its
+input is the target's own last feature, so one layer suffices to predict
+the next one (EAGLE, Li et al. 2024).
+
+Step i: x_i = fc([f_i ; E[t_{i+1}]]) → decoder layer (RoPE, causal attention
+over the draft's own KV cache) → RMSNorm → f̂_{i+1} ≈ the target's feature
+at i+1; logits over the reduced vocabulary = f̂_{i+1} @ E[vocab]ᵀ, with E the
+target's (frozen, tied) embedding. f are *post-norm* features (what the
+target's head reads), so the draft's output lives in the same space.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from voicepipe.nn.kv_cache import KVCache
+
+FORMAT = "voicepipe-eagle-draft/1"
+
+
+class DraftError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class DraftArgs:
+    dim: int = 576
+    n_head: int = 9
+    n_kv_head: int = 3
+    head_dim: int = 64
+    ffn_dim: int = 1536
+    n_layer: int = 1
+    rope_base: float = 100000.0
+    norm_eps: float = 1e-5
+    target_vocab: int = 49152
+
+
+class Block(nn.Module):
+    def __init__(self, a: DraftArgs) -> None:
+        super().__init__()
+        self.a = a
+        qkv = (a.n_head + 2 * a.n_kv_head) * a.head_dim
+        self.attn_norm = nn.Parameter(torch.ones(a.dim))
+        self.wqkv = nn.Linear(a.dim, qkv, bias=False)
+        self.wo = nn.Linear(a.n_head * a.head_dim, a.dim, bias=False)
+        self.ffn_norm = nn.Parameter(torch.ones(a.dim))
+        self.w13 = nn.Linear(a.dim, 2 * a.ffn_dim, bias=False)
+        self.w2 = nn.Linear(a.ffn_dim, a.dim, bias=False)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        fc: torch.Tensor,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        pos: int = 0,
+    ) -> torch.Tensor:
+        """x (B, T, dim); fc (T, 1, D/2) rotations; with a cache B must be 1."""
+        a = self.a
+        B, T, _ = x.shape
+        H, Hkv, D = a.n_head, a.n_kv_head, a.head_dim
+        nqk = H + Hkv
+        h = F.rms_norm(x, (a.dim,), self.attn_norm.to(x.dtype), a.norm_eps)
+        qkv = self.wqkv(h)  # (B, T, (H + 2Hkv)·D)
+        qk = torch.view_as_complex(qkv[..., : nqk * D].float().reshape(B, T, nqk, D // 2, 2))
+        qk = torch.view_as_real(qk * fc).reshape(B, T, nqk, D).to(x.dtype).transpose(1, 2)
+        v = qkv[..., nqk * D :].reshape(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
+        q, k = qk[:, :H], qk[:, H:]
+        if cache is None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            kc, vc = cache.update(layer, pos, k[0], v[0])  # (Hkv, pos+T, D)
+            mask = None
+            if T > 1:
+                mask = torch.ones(T, pos + T, dtype=torch.bool).tril(pos)
+            o = F.scaled_dot_product_attention(
+                q, kc[None], vc[None], attn_mask=mask, enable_gqa=True
+            )  # (1, H, T, D)
+        x = x + self.wo(o.transpose(1, 2).reshape(B, T, H * D))
+        h = F.rms_norm(x, (a.dim,), self.ffn_norm.to(x.dtype), a.norm_eps)
+        gu = self.w13(h)
+        return x + self.w2(F.silu(gu[..., : a.ffn_dim]) * gu[..., a.ffn_dim :])
+
+
+class EagleDraft(nn.Module):
+    """Predicts the target's next feature from its current feature and the next token."""
+
+    def __init__(self, a: DraftArgs, vocab: torch.Tensor) -> None:
+        super().__init__()
+        self.args = a
+        self.fc = nn.Linear(2 * a.dim, a.dim, bias=True)
+        self.layers = nn.ModuleList([Block(a) for _ in range(a.n_layer)])
+        self.norm = nn.Parameter(torch.ones(a.dim))
+        # Reduced vocabulary: draft row j is full token id vocab[j].
+        self.register_buffer("vocab", vocab.to(torch.long), persistent=True)
+        inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
+        self._inv = inv
+
+    def freqs(self, start: int, T: int) -> torch.Tensor:
+        ang = torch.outer(torch.arange(start, start + T).float(), self._inv)
+        return torch.polar(torch.ones_like(ang), ang)[:, None]  # (T, 1, D/2)
+
+    def forward(
+        self,
+        feats: torch.Tensor,
+        next_emb: torch.Tensor,
+        cache: KVCache | None = None,
+        pos: int = 0,
+    ) -> torch.Tensor:
+        """feats, next_emb (B, T, dim) → predicted next features (B, T, dim)."""
+        x = self.fc(torch.cat([feats, next_emb], dim=-1))
+        fc = self.freqs(pos, x.shape[1])
+        for i, ly in enumerate(self.layers):
+            x = ly(x, fc, cache, i, pos)
+        if cache is not None:
+            cache.advance(pos + x.shape[1])
+        return F.rms_norm(x, (self.args.dim,), self.norm.to(x.dtype), self.args.norm_eps)
+
+    def new_cache(self, max_len: int, dtype: torch.dtype = torch.float32) -> KVCache:
+        a = self.args
+        return KVCache(a.n_layer, a.n_kv_head, max_len, a.head_dim, dtype)
+
+    @property
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+# --- reduced vocabulary -------------------------------------------------------
+
+
+def reduced_vocab(counts: torch.Tensor, size: int, always: list[int] | None = None) -> torch.Tensor:
+    """The ``size`` most frequent ids (counts (V,)), ``always`` included, ascending."""
+    c = counts.clone().double()
+    for t in always or []:
+        c[t] = float("inf")
+    # Unseen ids tie at 0; lower BPE ids (earlier merges, more common) win ties.
+    order = torch.argsort(-c + torch.linspace(0, 1e-6, c.numel(), dtype=torch.double))
+    return torch.sort(order[:size]).values
+
+
+def to_reduced(vocab: torch.Tensor, n_full: int) -> torch.Tensor:
+    """Map full ids → draft rows; -1 where a full id is not in the reduced vocabulary."""
+    m = torch.full((n_full,), -1, dtype=torch.long)
+    m[vocab] = torch.arange(vocab.numel())
+    return m
+
+
+# --- checkpoints --------------------------------------------------------------
+
+
+def save(model: EagleDraft, path: str | Path, meta: dict | None = None) -> None:
+    state = {k: v.half() if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    torch.save(
+        {"format": FORMAT, "args": asdict(model.args), "state": state, "meta": meta or {}}, path
+    )
+
+
+def load(path: str | Path) -> tuple[EagleDraft, dict]:
+    """Load a checkpoint (fp32 weights); DraftError names the file and the fix."""
+    path = Path(path)
+    fix = "run `voicepipe models pull smollm2-draft` (or retrain: voicepipe train draft)"
+    if not path.is_file():
+        raise DraftError(f"draft checkpoint not found: {path}; {fix}")
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise DraftError(f"{path}: not a readable draft checkpoint ({e}); {fix}") from e
+    if not isinstance(ck, dict) or ck.get("format") != FORMAT:
+        got = ck.get("format") if isinstance(ck, dict) else type(ck).__name__
+        raise DraftError(f"{path}: not a {FORMAT} checkpoint (format {got!r}); {fix}")
+    try:
+        args = DraftArgs(**ck["args"])
+        model = EagleDraft(args, ck["state"]["vocab"])
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                               for k, v in ck["state"].items()})
+    except (KeyError, TypeError, RuntimeError) as e:
+        raise DraftError(f"{path}: checkpoint does not match the draft model ({e}); {fix}") from e
+    return model.eval(), ck.get("meta", {})
