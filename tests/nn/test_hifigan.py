@@ -20,7 +20,7 @@ def _speech(text: str, seed: int = 0) -> np.ndarray:
 @pytest.fixture(scope="module")
 def vocoder() -> hifigan.Vocoder:
     torch.set_num_threads(2)
-    return hifigan.Vocoder(hifigan.load_generator("hifigan-universal"))
+    return hifigan.Vocoder(hifigan.load_generator("hifigan-universal"), dtype="fp32")
 
 
 @pytest.fixture(scope="module")
@@ -98,11 +98,28 @@ def test_streaming_matches_whole_utterance(vocoder, speech):
     assert len(sv.push(mel[:, :30])) == (30 - sv.lookahead) * 256
 
 
-def test_bf16_variant_stays_close(vocoder, speech):
-    mel = log_mel(torch.from_numpy(speech[: 22050]))
+def test_fast_generator_is_the_same_function(vocoder, speech):
+    mel = log_mel(torch.from_numpy(speech[:22050]))
+    gen = vocoder.generator
+    with torch.inference_mode():
+        ref = gen(mel[None])
+        fast = hifigan.FastGenerator(gen).eval()(mel[None])
+    torch.testing.assert_close(fast, ref, atol=1e-4, rtol=1e-3)
+    # Polyphase form of a transposed conv with another kernel, stride and padding.
+    ct = torch.nn.ConvTranspose1d(3, 2, 5, 3, padding=1)
+    x = torch.randn(1, 3, 9)
+    y = hifigan._Polyphase(ct)(x[:, :, None, :].contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(y[:, :, 0], ct(x), atol=1e-5, rtol=1e-5)
+
+
+def test_bf16_variants_stay_close(vocoder, speech):
+    mel = log_mel(torch.from_numpy(speech[:22050]))
     ref = vocoder(mel)
-    bf = hifigan.Vocoder(vocoder.model, dtype="bf16")(mel)
-    assert (log_mel(bf) - log_mel(ref)).abs().mean().item() < 0.2
+    for kw in ({"dtype": "bf16", "fast": False}, {"dtype": "bf16-weights"}):
+        out = hifigan.Vocoder(vocoder.generator, **kw)(mel)
+        assert (log_mel(out) - log_mel(ref)).abs().mean().item() < 0.2, kw
+    with pytest.raises(ValueError):
+        hifigan.Vocoder(vocoder.generator, dtype="fp8")
 
 
 def test_corrupt_checkpoint_names_the_fix(tmp_path):

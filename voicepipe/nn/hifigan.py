@@ -154,27 +154,145 @@ def load_generator(path: str | Path = "hifigan-universal") -> Generator:
     return model.eval()
 
 
+def _conv2d(c: nn.Conv1d, scale: float = 1.0, out_pad: int = 0) -> nn.Conv2d:
+    """Conv1d → Conv2d with a (1, k) kernel; ``out_pad`` extra all-zero output channels."""
+    m = nn.Conv2d(c.in_channels, c.out_channels + out_pad, (1, c.kernel_size[0]),
+                  padding=(0, c.padding[0]), dilation=(1, c.dilation[0]))
+    w = torch.zeros(c.out_channels + out_pad, c.in_channels, 1, c.kernel_size[0])
+    w[: c.out_channels] = c.weight.data[:, :, None, :] * scale
+    b = torch.zeros(c.out_channels + out_pad)
+    b[: c.out_channels] = c.bias.data
+    m.weight.data, m.bias.data = w, b
+    return m
+
+
+class _Polyphase(nn.Module):
+    """ConvTranspose1d(k, stride s, padding (k - s) / 2) as one ordinary conv with s · Cout
+    outputs (phase-major), then a free reshape: in channels-last memory (L, s · Cout) is
+    already (L · s, Cout). oneDNN runs plain convs far faster than transposed ones."""
+
+    def __init__(self, ct: nn.ConvTranspose1d, scale: float = 1.0) -> None:
+        super().__init__()
+        w = ct.weight.data  # (Cin, Cout, k)
+        cin, cout, k = w.shape
+        s, p = ct.stride[0], ct.padding[0]
+        if k - s != 2 * p:
+            raise ValueError("polyphase form needs padding (k - s) / 2")
+        # Output n = s·m + r takes x[m - j] · w[s·j + r + p] for taps inside [0, k).
+        js = [j for j in range(-k, k + 1) if any(0 <= s * j + r + p < k for r in range(s))]
+        jmin, jmax = min(js), max(js)
+        kk = jmax - jmin + 1
+        wp = torch.zeros(s, cout, cin, kk)
+        for r in range(s):
+            for j in range(jmin, jmax + 1):
+                if 0 <= s * j + r + p < k:
+                    wp[r, :, :, jmax - j] = w[:, :, s * j + r + p].T
+        self.pads = (jmax, -jmin)
+        sym = jmax == -jmin
+        self.conv = nn.Conv2d(cin, s * cout, (1, kk), padding=(0, jmax) if sym else 0)
+        self.conv.weight.data = wp.reshape(s * cout, cin, 1, kk) * scale
+        self.conv.bias.data = ct.bias.data.repeat(s)
+        self.sym, self.s, self.cout = sym, s, cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, Cin, 1, L) → (B, Cout, 1, L·s)
+        if not self.sym:
+            x = F.pad(x, self.pads)
+        y = self.conv(x)  # (B, s·Cout, 1, L), channels-last
+        b, _, _, n = y.shape
+        return y.permute(0, 2, 3, 1).reshape(b, 1, n * self.s, self.cout).permute(0, 3, 1, 2)
+
+
+class FastGenerator(nn.Module):
+    """The same function as ``Generator``, rearranged for CPU speed (BENCHMARKS.md):
+    (1, k) Conv2d in channels-last memory (oneDNN's native layout: no reorder per conv),
+    transposed convs in polyphase form, the resblock average's 1/3 folded into the next
+    conv's weights (leaky ReLU is positively homogeneous), in-place activations and sums,
+    conv_post padded to 16 output channels, optional bf16 weights and activations."""
+
+    def __init__(self, g: Generator, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        nk = g.num_kernels
+        self.nk, self.dtype, self.args = nk, dtype, g.args
+        self.conv_pre = _conv2d(g.conv_pre)
+        self.ups = nn.ModuleList(_Polyphase(u, 1.0 if i == 0 else 1.0 / nk)
+                                 for i, u in enumerate(g.ups))
+        self.blocks = nn.ModuleList(
+            nn.ModuleList(nn.ModuleList([_conv2d(a), _conv2d(b)])
+                          for a, b in zip(rb.convs1, rb.convs2, strict=True))
+            for rb in g.resblocks
+        )
+        self.conv_post = _conv2d(g.conv_post, 1.0 / nk, out_pad=15)
+        self.to(dtype).to(memory_format=torch.channels_last)
+
+    def forward(self, mel: torch.Tensor) -> torch.Tensor:  # (B, 80, T) → (B, T * hop)
+        x = mel[:, :, None, :].to(self.dtype).contiguous(memory_format=torch.channels_last)
+        x = self.conv_pre(x)  # (B, 512, 1, T)
+        for i, up in enumerate(self.ups):
+            x = up(F.leaky_relu(x, LRELU_SLOPE))
+            xs: torch.Tensor | None = None
+            for j in range(self.nk):
+                y = x
+                for c1, c2 in self.blocks[i * self.nk + j]:
+                    t = c2(F.leaky_relu_(c1(F.leaky_relu(y, LRELU_SLOPE)), LRELU_SLOPE))
+                    y = t.add_(y)
+                xs = y if xs is None else xs.add_(y)
+            assert xs is not None
+            x = xs  # the 1/nk average lives in the next layer's weights
+        x = self.conv_post(F.leaky_relu(x))[:, :1]  # (B, 1, 1, T * hop)
+        return torch.tanh(x.float()).reshape(x.shape[0], -1)
+
+
+def cpu_has_bf16() -> bool:
+    """AVX-512 BF16 or AMX-BF16 present (Linux /proc/cpuinfo; False elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 class Vocoder:
     """Inference wrapper: mel → wave, with the speed options measured in BENCHMARKS.md.
 
     ``dtype``: "fp32"; "bf16" (CPU autocast: weights cast on every call) or
     "bf16-weights" (a bf16 copy of the weights, activations in bf16, output fp32);
-    both need AVX-512 BF16 to pay off. ``compile``: torch.compile (inductor).
+    "auto" (default): bf16-weights where the CPU has AVX-512 BF16 / AMX, else fp32.
+    ``fast`` (default): run ``FastGenerator`` (channels-last 2-D convs, polyphase
+    upsampling; the same function to 1e-5). ``compile``: torch.compile (inductor,
+    weights frozen); slow to compile and not faster here, kept for the benchmark.
     """
 
-    def __init__(self, model: Generator | None = None, *, dtype: str = "fp32",
-                 compile: bool = False) -> None:
+    def __init__(self, model: Generator | None = None, *, dtype: str = "auto",
+                 fast: bool = True, compile: bool = False) -> None:
+        if dtype == "auto":
+            dtype = "bf16-weights" if cpu_has_bf16() else "fp32"
         if dtype not in ("fp32", "bf16", "bf16-weights"):
             raise ValueError(f"unknown vocoder dtype {dtype!r} (fp32 | bf16 | bf16-weights)")
         model = model if model is not None else load_generator()
-        if dtype == "bf16-weights":
+        self.hop = model.args.hop_size
+        self.sample_rate = model.args.sampling_rate
+        self.generator = model
+        bf16 = dtype != "fp32"
+        if fast:
+            model = FastGenerator(model, torch.bfloat16 if bf16 else torch.float32).eval()
+            dtype = "bf16-weights" if bf16 else "fp32"  # FastGenerator casts its input
+        elif dtype == "bf16-weights":
             model = copy.deepcopy(model).to(torch.bfloat16)
         self.model = model
         self.dtype = dtype
-        self.hop = model.args.hop_size
-        self.sample_rate = model.args.sampling_rate
+        self.fast = fast
         self._in_dtype = torch.bfloat16 if dtype == "bf16-weights" else torch.float32
-        self._fn = torch.compile(model, dynamic=True) if compile else model
+        if compile:
+            import torch._inductor.config as inductor_config
+
+            inductor_config.freezing = True  # constant-fold weights: oneDNN prepacking
+            self._fn = torch.compile(model, dynamic=True)
+        else:
+            self._fn = model
 
     def _ctx(self):
         if self.dtype == "bf16":
