@@ -149,3 +149,21 @@ def test_save_load_and_errors(codec, tmp_path):
     with pytest.raises(ValueError, match="encodec_path"):
         C.from_config(CodecConfig(backend="encodec"))
     assert isinstance(C.from_config(CodecConfig(q=2)), C.MelVQCodec)
+
+
+def test_roundtrip_command(sentence, tmp_path, capsys):
+    import json
+
+    from voicepipe import cli
+    from voicepipe.audio import read_wav, resample, write_wav
+
+    _, wave = sentence
+    src = tmp_path / "in.wav"
+    write_wav(src, resample(wave[:22050], 22050, 16000), 16000)  # any input rate
+    out = tmp_path / "out.wav"
+    assert cli.main(["codec", "roundtrip", str(src), str(out), "--q", "2"]) == 0
+    info = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert info["q"] == 2 and info["frames"] == 22 and info["bitrate_bps"] == 431
+    pcm, sr = read_wav(out)
+    assert sr == 22050 and len(pcm) == 22 * 1024
+    assert cli.main(["codec", "roundtrip", str(tmp_path / "missing.wav"), str(out)]) == 1
