@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = args.config.codec
     try:
         codec = from_config(cfg, q=args.q)
-    except (ModelError, ValueError) as e:
+    except (ModelError, ValueError, OSError, ImportError) as e:
         print(f"voicepipe codec: {e}", file=sys.stderr)
         return 1
     try:
