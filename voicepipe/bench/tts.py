@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> dict:
 
         models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
     tts = CodecLMTTS.from_config(args.config, args.model or None, models)
+    tts.threads = args.threads
     tts.synth("Warm up.", SynthOptions())
     # Plain AR, streamed end to end: the measured RTF and ttfa, and the vocoder's share.
     streamed = [tts.synth(t, SynthOptions(rule="ar", seed=args.seed)) for t in texts]
@@ -205,7 +206,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=0.7,
                    help="sampling temperature for the relaxed/exact rows (default 0.7)")
     p.add_argument("--k", type=int, default=4, help="initial draft length (adaptive)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads for the LM")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (LM and vocoder)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="", help="checkpoint directory instead of codec-lm-hibari")
     p.add_argument("--ckpt", default="", help="evaluate a training checkpoint (runs/tts/…)")

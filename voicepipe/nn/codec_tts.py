@@ -206,11 +206,14 @@ class CodecLMTTS:
     vocoder's re-synthesized left context costs less per second of audio)."""
 
     def __init__(self, models: TTSModels, codec, *, chunk_frames: int = 8,
-                 first_frames: int = 4, threads: int = 1) -> None:
+                 first_frames: int = 4, threads: int = 2) -> None:
         self.m = models
         self.codec = codec  # voicepipe.nn.codec.MelVQCodec (its vocoder decodes)
         self.chunk_frames = chunk_frames
         self.first_frames = first_frames
+        # One thread count for LM and vocoder: switching torch's pool per call costs more
+        # than it saves. On a busy machine run with OMP_WAIT_POLICY=PASSIVE in the
+        # environment, or idle OpenMP threads spin and 2 threads get slower than 1.
         self.threads = threads
         self._distance = None
 
