@@ -132,20 +132,26 @@ def test_metrics_by_position_and_merge() -> None:
 
 
 def test_adaptive_k_grows_shrinks_and_switches_off() -> None:
-    c = AdaptiveK(4, k_max=6, cooldown=3)
-    c.update(0, 0, step_ns=10, n_emitted=1)  # plain: 10 ns per token
-    c.update(4, 4, step_ns=20, n_emitted=5)
+    c = AdaptiveK(4, k_max=6, cooldown=3, verify_cost=1.5)
+    c.update(4, 4)
     assert c.next_k() == 5
-    c.update(5, 1, step_ns=20, n_emitted=2)
+    c.update(5, 1)  # accepted average 0.7·4 + 0.3·1 = 3.1: keeps speculating, shorter
     assert c.next_k() == 4
-    c.update(4, 0, step_ns=40, n_emitted=1)  # spec now costs more per token than plain
-    assert [c.next_k() for _ in range(4)] == [0, 0, 0, 3]
+    c.update(0, 0)  # a step without drafts changes nothing
+    assert c.next_k() == 4
+    off = AdaptiveK(2, cooldown=3, verify_cost=1.5)
+    off.update(2, 0)  # nothing accepted: below break-even (0.5), pause 3 steps, then probe
+    assert [off.next_k() for _ in range(4)] == [0, 0, 0, 1]
+    fixed = AdaptiveK(4, adaptive=False)
+    fixed.update(4, 0)
+    assert fixed.next_k() == 4
 
 
 def test_ngram_proposer_lookup() -> None:
-    p = NgramProposer(max_n=3)
+    p = NgramProposer(max_n=3, min_n=1)
     ctx = [1, 2, 3, 4, 5, 9, 1, 2, 3]
     assert p.propose(ctx, 3).tokens == [4, 5, 9]
     ctx += [4, 7, 7]
     assert p.propose(ctx, 2).tokens == [7]  # most recent "7" is followed by "7", then nothing
     assert p.propose([8, 8, 6], 2).tokens == []  # a different context is re-indexed
+    assert NgramProposer().propose([5, 1, 2, 5], 2).tokens == []  # 1-grams off by default

@@ -86,6 +86,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also the Qwen2.5-Coder 1.5B target / 0.5B draft pair (must be pulled)",
     )
+    p.add_argument("--no-pair", action="store_true", help="skip the Qwen pair even if pulled")
+    p.add_argument("--no-drafters", action="store_true", help="model rows only")
     p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
     p.set_defaults(func=run)
 
@@ -172,6 +174,7 @@ def drafter_rows(
                 "model": model,
                 "drafter": drafter,
                 "weights": weights,
+                "draft_weights": None if drafter == "ngram" else "int4",  # load_engine default
                 "k": k,
                 "prompts": set_name,
                 "n_prompts": len(prompts),
@@ -222,9 +225,10 @@ def run(args: argparse.Namespace) -> int:
             if w == "int8" and out["models"][-1]["kernel"] != "aten":  # the kernel's effect
                 out["models"].append(model_row(model, w, n, args.repeats, kernels=False))
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
-        out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
+        if not args.no_drafters:
+            out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
         pair_ready = all(not registry.verify(x, deep=False) for x in PAIR)
-        if args.pair or (pair_ready and not args.quick):
+        if args.pair or (pair_ready and not args.quick and not args.no_pair):
             # 1.5B decodes ~10x slower: fewer prompts and tokens keep the run bounded.
             tgt, drf = PAIR
             n_pair = min(n, 48)

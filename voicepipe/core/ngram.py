@@ -12,11 +12,15 @@ from voicepipe.core.spec import Proposal
 
 
 class NgramProposer:
-    """Matches the longest suffix n-gram (max_n down to min_n), most recent occurrence."""
+    """Matches the longest suffix n-gram (max_n down to min_n), most recent occurrence.
+
+    min_n = 2 by default: a single repeated token ("the", ",") predicts its
+    continuation too rarely to be worth a verification row.
+    """
 
     name = "ngram"
 
-    def __init__(self, max_n: int = 3, min_n: int = 1) -> None:
+    def __init__(self, max_n: int = 4, min_n: int = 2) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError("need 1 <= min_n <= max_n")
         self.max_n = max_n

@@ -144,22 +144,31 @@ class SpecMetrics:
 class AdaptiveK:
     """Chooses K per step: +1 after a fully accepted step, -1 after a rejection.
 
-    It also switches speculation off when it does not pay: it keeps moving
-    averages of time per emitted token for speculative and for plain steps;
-    when speculation is slower it pauses for ``cooldown`` plain steps, then
-    probes again.
+    It also switches speculation off where it does not pay. Verifying K+1
+    positions costs about ``verify_cost`` one-token decodes (memory-bound:
+    the weights are read once), so a step pays when it accepts more than
+    ``verify_cost - 1`` drafts. When a moving average of accepted drafts per
+    step falls below that, speculation pauses for ``cooldown`` plain steps,
+    then probes again. Counting tokens, not timing them, keeps the decision
+    deterministic and immune to a busy machine.
     """
 
     def __init__(
-        self, k: int, k_min: int = 1, k_max: int = 8, adaptive: bool = True, cooldown: int = 16
+        self,
+        k: int,
+        k_min: int = 1,
+        k_max: int = 8,
+        adaptive: bool = True,
+        cooldown: int = 8,
+        verify_cost: float = 1.5,
     ) -> None:
         self.k = max(k_min, min(k, k_max))
         self.k_min, self.k_max = k_min, k_max
         self.adaptive = adaptive
         self.cooldown = cooldown
+        self.break_even = verify_cost - 1.0
         self.off_steps = 0
-        self.spec_ns_per_tok: float | None = None
-        self.plain_ns_per_tok: float | None = None
+        self.accepted_ema: float | None = None
 
     def next_k(self) -> int:
         if self.off_steps > 0:
@@ -167,25 +176,18 @@ class AdaptiveK:
             return 0
         return self.k
 
-    def update(self, n_drafted: int, n_accepted: int, step_ns: int, n_emitted: int) -> None:
-        per_tok = step_ns / max(1, n_emitted)
-        ema = lambda old, new: new if old is None else 0.8 * old + 0.2 * new  # noqa: E731
-        if n_drafted == 0:
-            self.plain_ns_per_tok = ema(self.plain_ns_per_tok, per_tok)
-            return
-        self.spec_ns_per_tok = ema(self.spec_ns_per_tok, per_tok)
-        if not self.adaptive:
+    def update(self, n_drafted: int, n_accepted: int) -> None:
+        if n_drafted == 0 or not self.adaptive:
             return
         if n_accepted == n_drafted:
             self.k = min(self.k_max, self.k + 1)
         else:
             self.k = max(self.k_min, self.k - 1)
-        if (
-            self.plain_ns_per_tok is not None
-            and self.spec_ns_per_tok > 1.05 * self.plain_ns_per_tok
-        ):
+        old = self.accepted_ema
+        self.accepted_ema = n_accepted if old is None else 0.7 * old + 0.3 * n_accepted
+        if self.accepted_ema < self.break_even:
             self.off_steps = self.cooldown
-            self.spec_ns_per_tok = None  # re-measure when probing again
+            self.accepted_ema = None  # judge afresh when probing again
 
 
 class SpeculativeDecoder:
@@ -263,7 +265,7 @@ class SpeculativeDecoder:
             m.time_propose_ns += t1 - t0
             m.time_score_ns += t2 - t1
             m.time_verify_ns += t3 - t2
-            ctl.update(len(drafts), res.n_accepted, t3 - t0, len(out))
+            ctl.update(len(drafts), res.n_accepted)
             seq += out
             produced += len(out)
             m.tokens = produced

@@ -187,8 +187,14 @@ def load_engine(
     max_len: int = 4096,
     threads: int | None = None,
     cache: bool = True,
+    draft_weights: str = "int4",
 ) -> Engine:
-    """Target (+ drafter: "none", "ngram" or a draft model's name/path sharing the tokenizer)."""
+    """Target (+ drafter: "none", "ngram" or a draft model's name/path sharing the tokenizer).
+
+    A draft model runs in ``draft_weights`` (int4 by default): its tokens are
+    only proposals, so its precision barely moves acceptance, while its decode
+    cost is paid K times per step.
+    """
     if threads:
         torch.set_num_threads(threads)
     sp = sampling or SamplingParams()
@@ -197,7 +203,7 @@ def load_engine(
     tok = ChatTokenizer(m.metadata)
     draft = None
     if drafter not in ("", "none", "off", "ngram"):
-        draft, _ = get(gguf_path(drafter), weights, m.max_len)
+        draft, _ = get(gguf_path(drafter), draft_weights, m.max_len)
         if draft.args.vocab_size > m.args.vocab_size:
             raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
     proposer = _proposer(drafter, sp, draft)

@@ -101,6 +101,27 @@ def load(
     return model, time.perf_counter() - t0
 
 
+def _attend_rows(
+    q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, pos: int, scale: float
+) -> torch.Tensor:
+    """Causal attention one query row at a time: q (H, T, D), kc/vc (Hkv, L, D) → (H, T, D).
+
+    Row j sees keys [0, pos+j] and is computed with the same ops and shapes
+    whatever T is, so verify() rows equal decode_step() bit for bit. For one
+    query, three small ops beat the flash-attention kernel's set-up cost.
+    """
+    H, T, D = q.shape
+    hkv = kc.shape[0]
+    qg = (q * scale).reshape(hkv, H // hkv, T, D)  # query head h uses kv head h // G
+    rows = []
+    for j in range(T):
+        n = pos + j + 1
+        s = torch.matmul(qg[:, :, j], kc[:, :n].transpose(1, 2))  # (Hkv, G, n)
+        rows.append(torch.matmul(torch.softmax(s, dim=-1), vc[:, :n]))  # (Hkv, G, D)
+    o = rows[0].unsqueeze(2) if T == 1 else torch.stack(rows, dim=2)  # (Hkv, G, T, D)
+    return o.reshape(H, T, D)
+
+
 @torch.inference_mode()
 def forward(
     m: Transformer,
@@ -123,6 +144,7 @@ def forward(
     eps = a.norm_eps
     dt = m.dtype
     fc = m.freqs[pos:end, None]  # (T, 1, D/2)
+    scale = D**-0.5
     mask = None
     if T > 1 and not rowwise:  # new rows see the whole cache and the new tokens up to themselves
         mask = torch.ones(T, end, dtype=torch.bool).tril(pos)  # (T, L)
@@ -134,19 +156,8 @@ def forward(
         qk = torch.view_as_real(qk * fc).reshape(T, nqk, D).to(dt).transpose(0, 1)  # (H+Hkv, T, D)
         v = qkv[:, nqk * D :].reshape(T, Hkv, D).transpose(0, 1)  # (Hkv, T, D)
         kc, vc = cache.update(i, pos, qk[H:], v)  # (Hkv, L, D)
-        if rowwise:  # each row exactly as decode_step would compute it (see verify)
-            o = torch.cat(
-                [
-                    F.scaled_dot_product_attention(
-                        qk[None, :H, j : j + 1],
-                        kc[None, :, : pos + j + 1],
-                        vc[None, :, : pos + j + 1],
-                        enable_gqa=True,
-                    )
-                    for j in range(T)
-                ],
-                dim=2,
-            )  # (1, H, T, D)
+        if rowwise:  # each row exactly as decode_step computes it (see verify)
+            o = _attend_rows(qk[:H], kc, vc, pos, scale)[None]  # (1, H, T, D)
         else:
             o = F.scaled_dot_product_attention(
                 qk[None, :H], kc[None], vc[None], attn_mask=mask, enable_gqa=True
@@ -171,7 +182,7 @@ def prefill(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) ->
 
 def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:
     """Feed one token; logits (V,) for the next."""
-    return forward(m, cache, torch.tensor([token]), cache.length)[0]
+    return forward(m, cache, torch.tensor([token]), cache.length, rowwise=True)[0]
 
 
 def verify(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) -> torch.Tensor:
