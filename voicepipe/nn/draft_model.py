@@ -74,7 +74,7 @@ class Block(nn.Module):
         H, Hkv, D = a.n_head, a.n_kv_head, a.head_dim
         nqk = H + Hkv
         h = F.rms_norm(x, (a.dim,), self.attn_norm.to(x.dtype), a.norm_eps)
-        qkv = self.wqkv(h)  # (B, T, (H + 2Hkv)·D)
+        qkv = self.wqkv(h.reshape(B * T, a.dim)).reshape(B, T, -1)  # (B, T, (H + 2Hkv)·D)
         qk = torch.view_as_complex(qkv[..., : nqk * D].float().reshape(B, T, nqk, D // 2, 2))
         qk = torch.view_as_real(qk * fc).reshape(B, T, nqk, D).to(x.dtype).transpose(1, 2)
         v = qkv[..., nqk * D :].reshape(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
@@ -89,10 +89,11 @@ class Block(nn.Module):
             o = F.scaled_dot_product_attention(
                 q, kc[None], vc[None], attn_mask=mask, enable_gqa=True
             )  # (1, H, T, D)
-        x = x + self.wo(o.transpose(1, 2).reshape(B, T, H * D))
+        x = x + self.wo(o.transpose(1, 2).reshape(B * T, H * D)).reshape(B, T, a.dim)
         h = F.rms_norm(x, (a.dim,), self.ffn_norm.to(x.dtype), a.norm_eps)
-        gu = self.w13(h)
-        return x + self.w2(F.silu(gu[..., : a.ffn_dim]) * gu[..., a.ffn_dim :])
+        gu = self.w13(h.reshape(B * T, a.dim))
+        y = self.w2(F.silu(gu[:, : a.ffn_dim]) * gu[:, a.ffn_dim :])
+        return x + y.reshape(B, T, a.dim)
 
 
 class EagleDraft(nn.Module):
@@ -121,7 +122,8 @@ class EagleDraft(nn.Module):
         pos: int = 0,
     ) -> torch.Tensor:
         """feats, next_emb (B, T, dim) → predicted next features (B, T, dim)."""
-        x = self.fc(torch.cat([feats, next_emb], dim=-1))
+        B, T, dim = feats.shape
+        x = self.fc(torch.cat([feats, next_emb], dim=-1).reshape(B * T, 2 * dim)).reshape(B, T, dim)
         fc = self.freqs(pos, x.shape[1])
         for i, ly in enumerate(self.layers):
             x = ly(x, fc, cache, i, pos)
@@ -136,6 +138,33 @@ class EagleDraft(nn.Module):
     @property
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def for_inference(model: EagleDraft, weights: str = "int8") -> EagleDraft:
+    """Swap the draft's linears for the engine's decode kernels (inference only).
+
+    A draft step is a handful of one-row GEMVs: int8 weights (``qlinear``,
+    the project's q8gemm kernel, fp32 activations) read a quarter of the fp32
+    bytes. The layer keeps its forward; only the callables change.
+    """
+    from voicepipe.nn.qlinear import Linear, act_dtype
+
+    if weights == "fp32":
+        return model
+    dt = act_dtype(weights)
+
+    def swap(owner: nn.Module, name: str) -> None:
+        lin = getattr(owner, name)
+        q = Linear(lin.weight.detach(), None if lin.bias is None else lin.bias.detach(), weights)
+        fn = q.fn
+        delattr(owner, name)
+        setattr(owner, name, (lambda x: fn(x.to(dt)).float()) if dt != torch.float32 else fn)
+
+    swap(model, "fc")
+    for ly in model.layers:
+        for name in ("wqkv", "wo", "w13", "w2"):
+            swap(ly, name)
+    return model.eval()
 
 
 # --- reduced vocabulary -------------------------------------------------------

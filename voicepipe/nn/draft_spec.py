@@ -16,6 +16,7 @@ greedy decoding (tested).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -23,22 +24,26 @@ import torch
 
 from voicepipe.core.spec import Proposal
 from voicepipe.nn import llama
-from voicepipe.nn.draft_model import DraftError, EagleDraft, load
+from voicepipe.nn.draft_model import DraftError, EagleDraft, for_inference, load
 from voicepipe.nn.engine import ModelTarget, _common_prefix
+from voicepipe.nn.qlinear import Linear
 
 DEFAULT_DRAFT = "smollm2-draft"
 
 
-class _HeadTap:
-    """Stands in for the target's output Linear: records the features it reads."""
+class _HeadTap(threading.local):
+    """Stands in for the target's output Linear: records the features it reads.
+
+    Thread-local state: sessions share one model (``engine.shared_model``) and
+    may decode in different threads; each reads the features of its own call.
+    """
 
     def __init__(self, lin: object) -> None:
         self.lin = lin
         self.feats: torch.Tensor | None = None  # (T, dim) of the last call
         self.last_only = False
-        self.fn = self._fn
 
-    def _fn(self, x: torch.Tensor) -> torch.Tensor:
+    def fn(self, x: torch.Tensor) -> torch.Tensor:
         self.feats = x
         if self.last_only:  # prefill: only the last row needs logits
             x = x[-1:]
@@ -99,7 +104,12 @@ class EagleProposer:
         self.draft = draft.eval()
         self.t = target
         self.emb = target.model.embed  # (V, dim) the target's input embedding, frozen
-        self.head = target.model.embed[draft.vocab].float().contiguous()  # (Vr, dim)
+        # Head over the reduced vocabulary: rows of the tied embedding, in the
+        # target's own weight format (int8 by default: a quarter of fp32's bytes).
+        fmt = target.model.weights
+        rows = target.model.embed[draft.vocab].float()  # (Vr, dim)
+        self.head = Linear(rows, None, fmt if fmt in ("fp32", "bf16", "int8") else "int8")
+        self.head_dt = target.model.dtype  # the activation dtype of that format
         self.vocab = draft.vocab.tolist()
         self.cache = draft.new_cache(target.max_len)
         self.ctx: list[int] = []  # context whose true features fill the draft cache
@@ -123,7 +133,7 @@ class EagleProposer:
         self.ctx = list(context)
         tokens: list[int] = []
         for i in range(k):
-            tok = self.vocab[int(torch.mv(self.head, h).argmax())]
+            tok = self.vocab[int(self.head.fn(h[None].to(self.head_dt)).argmax())]
             tokens.append(tok)
             if i == k - 1:
                 break
@@ -151,6 +161,18 @@ def draft_path(name_or_path: str = DEFAULT_DRAFT) -> Path:
     return p
 
 
+def is_eagle_draft(name_or_path: str) -> bool:
+    """True for this module's drafts: a registry model of role "llm-draft" or a .pt file."""
+    if name_or_path.endswith(".pt"):
+        return True
+    from voicepipe import registry
+
+    try:
+        return registry.get(name_or_path).role == "llm-draft"
+    except Exception:  # not a manifest name (e.g. a GGUF path)
+        return False
+
+
 def load_draft(name_or_path: str = DEFAULT_DRAFT) -> EagleDraft:
     model, _ = load(draft_path(name_or_path))
     return model
@@ -160,4 +182,5 @@ def attach(
     model: llama.Transformer, draft: EagleDraft, max_len: int | None = None
 ) -> tuple[FeatureTarget, EagleProposer]:
     target = FeatureTarget(model, max_len)
-    return target, EagleProposer(draft, target, name="eagle")
+    fast = for_inference(draft, model.weights if model.weights in ("bf16", "int8") else "fp32")
+    return target, EagleProposer(fast, target, name="eagle")

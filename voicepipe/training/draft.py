@@ -94,7 +94,13 @@ def _handler(args: argparse.Namespace) -> int:
     if args.stage in ("fit", "all"):
         from voicepipe.training.draft_fit import fit
 
-        return fit(args)
+        rc = fit(args)
+        if rc:
+            return rc
+    if args.stage in ("export", "all"):
+        from voicepipe.training.draft_fit import export
+
+        return export(args)
     return 0
 
 
@@ -107,11 +113,12 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Stage 'gen' has the target answer seeded assistant-style prompts greedily (batched, "
             "bf16) and stores replies plus the target's features under "
             "$VOICEPIPE_HOME/data/draft; stage 'fit' trains the draft on them with checkpoints, "
-            "resume and a loss log under $VOICEPIPE_HOME/runs/draft. Both resume where a killed "
-            "run stopped. Run with nice -n 15."
+            "resume and a loss log under $VOICEPIPE_HOME/runs/draft; stage 'export' writes the "
+            "best checkpoint as the fp16 release file with the reduced vocabulary recounted on all "
+            "data. gen and fit resume where a killed run stopped. Run with nice -n 15."
         ),
     )
-    p.add_argument("--stage", choices=("gen", "fit", "all"), default="all",
+    p.add_argument("--stage", choices=("gen", "fit", "export", "all"), default="all",
                    help="which stage to run (default all)")
     p.add_argument("--model", default="smollm2-135m", help="target model (default smollm2-135m)")
     p.add_argument("--data", default="", help="data dir (default $VOICEPIPE_HOME/data/draft)")
@@ -125,7 +132,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=3000, help="fit: optimizer steps (default 3000)")
     p.add_argument("--lr", type=float, default=1e-3, help="fit: peak learning rate")
     p.add_argument("--bs", type=int, default=8, help="fit: sequences per step (default 8)")
-    p.add_argument("--init", default="", help="fit: start from this checkpoint (.pt)")
+    p.add_argument("--self-feed", action="store_true",
+                   help="fit: add a pass on the draft's own predicted features (2x cost)")
+    p.add_argument("--out", default="models/smollm2-draft/smollm2-draft.pt",
+                   help="export: release checkpoint path (default models/smollm2-draft/…)")
     p.set_defaults(func=_handler)
 
 
