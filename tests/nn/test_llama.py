@@ -76,6 +76,17 @@ def test_prefill_then_decode_equals_one_pass(fp32, tok) -> None:
         assert torch.allclose(step, full[len(ids) - 3 + i], atol=1e-4)
 
 
+def test_target_exposes_last_hidden_features(int8, tok) -> None:
+    t = ModelTarget(int8, 64)
+    t.keep_features = True
+    ids = tok.encode(PROMPTS[0])
+    t.prefill(ids)
+    assert t.features is not None and t.features.shape == (len(ids), int8.args.dim)
+    logits = t.score([11, 22]).logits
+    h = torch.nn.functional.rms_norm(t.features, (int8.args.dim,), int8.norm, int8.args.norm_eps)
+    assert torch.equal(int8.output(h).float(), torch.from_numpy(logits))
+
+
 def test_kv_rollback_forgets_rejected_tokens(int8, tok) -> None:
     ids = tok.encode(PROMPTS[0])
     a, b = int8.new_cache(64), int8.new_cache(64)

@@ -130,6 +130,7 @@ def forward(
     pos: int,
     last_only: bool = False,
     rowwise: bool = False,
+    features: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Feed tokens (T,) at positions [pos, pos+T); returns fp32 logits (T, V) or (1, V).
 
@@ -168,16 +169,23 @@ def forward(
         f = a.ffn_dim
         x = x + ly.w2.fn(F.silu(gu[:, :f]) * gu[:, f:])
     cache.advance(end)
+    if features is not None:  # last hidden state (pre-norm), e.g. for an EAGLE-style draft
+        features.append(x)  # (T, dim)
     if last_only:
         x = x[-1:]
     x = F.rms_norm(x, (dim,), m.norm, eps)
     return m.output.fn(x).float()  # (T, V)
 
 
-def prefill(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+def prefill(
+    m: Transformer,
+    cache: KVCache,
+    tokens: list[int] | torch.Tensor,
+    features: list[torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Feed a prompt after whatever the cache holds; logits (V,) of its last token."""
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, last_only=True)[0]
+    return forward(m, cache, t, cache.length, last_only=True, features=features)[0]
 
 
 def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:
@@ -185,7 +193,12 @@ def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:
     return forward(m, cache, torch.tensor([token]), cache.length, rowwise=True)[0]
 
 
-def verify(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) -> torch.Tensor:
+def verify(
+    m: Transformer,
+    cache: KVCache,
+    tokens: list[int] | torch.Tensor,
+    features: list[torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V).
 
     Row i scores the token after tokens[i]. Roll back with cache.rollback().
@@ -193,4 +206,4 @@ def verify(m: Transformer, cache: KVCache, tokens: list[int] | torch.Tensor) -> 
     to ``decode_step``, so greedy speculation is token-identical to greedy decoding.
     """
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, rowwise=True)
+    return forward(m, cache, t, cache.length, rowwise=True, features=features)
