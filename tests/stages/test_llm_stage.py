@@ -104,3 +104,13 @@ async def test_interrupt_stops_generation_at_once(cfg, engine) -> None:
     # Memory keeps only what was handed to the TTS (maybe nothing) for the interrupted reply.
     spoken = " ".join(f.text for f in got if isinstance(f, TextChunk))
     assert stage.messages[-1] == {"role": "assistant", "content": spoken}
+
+
+async def test_set_heard_rewrites_a_cut_off_reply(cfg) -> None:
+    stage = LlmStage(cfg, engine=object())  # no model needed: conversation bookkeeping only
+    stage.messages += [{"role": "user", "content": "hi"}]
+    stage.messages.append({"role": "assistant", "content": "Hello there, how are you today?"})
+    stage._reply_msg[3] = len(stage.messages) - 1
+    assert stage.set_heard(3, "Hello there,")
+    assert stage.messages[-1] == {"role": "assistant", "content": "Hello there,"}
+    assert not stage.set_heard(4, "nothing")

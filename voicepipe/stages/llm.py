@@ -66,6 +66,18 @@ class LlmStage(Stage):
         # One model pass at a time per session, even when a cancelled step is still running.
         self._lock = threading.Lock()
         self.last_metrics: dict[str, float | int | list[float]] = {}
+        self._reply_msg: dict[int, int] = {}  # turn → index of its reply in messages
+
+    def set_heard(self, turn: int, text: str) -> bool:
+        """Replace a cut-off reply with what the user actually heard (see core/heard.py).
+
+        Returns False when the turn's reply is no longer in the conversation.
+        """
+        i = self._reply_msg.get(turn)
+        if i is None or i >= len(self.messages) or self.messages[i]["role"] != "assistant":
+            return False
+        self.messages[i] = {"role": "assistant", "content": text}
+        return True
 
     async def start(self) -> None:
         if self.engine is None:
@@ -88,6 +100,7 @@ class LlmStage(Stage):
             if len(ids) <= budget or len(self.messages) - first_turn <= 1:
                 return ids[-budget:]
             del self.messages[first_turn]  # forget the oldest turn
+            self._reply_msg = {t: i - 1 for t, i in self._reply_msg.items() if i > first_turn}
 
     async def _first_chunk_span(self, turn: int, first_tok_ns: int, chunk: str) -> None:
         end = now_ns()
@@ -159,6 +172,7 @@ class LlmStage(Stage):
         finally:
             # Interrupted or not, the conversation remembers only what reached the TTS.
             self.messages.append({"role": "assistant", "content": " ".join(spoken)})
+            self._reply_msg[turn] = len(self.messages) - 1
             m = dec.metrics.as_dict()
             if n_tokens > 1:
                 m["tpot_ms"] = round((last_tok_ns - first_tok_ns) / 1e6 / (n_tokens - 1), 3)
