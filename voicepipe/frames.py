@@ -98,6 +98,18 @@ class PlaybackReport(SystemFrame):
     done: bool = False
 
 
+@dataclass(kw_only=True)
+class ReplyHeard(SystemFrame):
+    """Reply ``turn_id`` was cut off; the user heard only ``text`` of it.
+
+    Sent upstream by the TTS (which knows how much audio each chunk became)
+    when a playback report shows an interrupted reply, so the LLM's context
+    keeps only what was actually played.
+    """
+
+    text: str
+
+
 # ---------------------------------------------------------------- data frames
 
 

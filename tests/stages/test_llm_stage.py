@@ -71,6 +71,10 @@ async def test_streams_deltas_chunks_spans_and_remembers(cfg, engine) -> None:
         assert "llm.ttft" in names and "llm.first_chunk" in names
         metrics = [f for f in got if isinstance(f, MetricsFrame) and f.turn_id == turn]
         assert metrics and metrics[0].values["tokens"] > 1
+        (tpot,) = [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tpot"
+                   and f.turn_id == turn]
+        assert tpot.attrs["tokens"] == metrics[0].values["tokens"]
+        assert tpot.duration_ms == pytest.approx(metrics[0].values["tpot_ms"], abs=0.01)
     assert "Paris" in "".join(f.text for f in got if isinstance(f, TextDelta) and f.turn_id == 1)
     roles = [m["role"] for m in stage.messages]
     assert roles == ["system", "user", "assistant", "user", "assistant"]

@@ -12,8 +12,11 @@ is generated. The conversation then keeps only the text that had already
 been handed to the TTS — the rest was never spoken.
 
 Spans (DESIGN.md §9): ``llm.ttft`` from the transcript's arrival to the first
-token; ``llm.first_chunk`` from the first token to the first TextChunk. At the
-end of a reply a MetricsFrame carries tpot_ms and the speculation metrics.
+token; ``llm.first_chunk`` from the first token to the first TextChunk;
+``llm.tpot`` at the end of a reply, a span one mean inter-token interval long
+ending at the last token (mean time per output token after the first; the
+token count and whole decode time ride in its attrs). A MetricsFrame carries
+tpot_ms and the speculation metrics.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from voicepipe.frames import (
     Frame,
     Interrupt,
     MetricsFrame,
+    ReplyHeard,
     SpanFrame,
     SystemFrame,
     TextChunk,
@@ -86,6 +90,8 @@ class LlmStage(Stage):
     async def on_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Interrupt):
             return  # the base class already cancelled the reply task
+        if isinstance(frame, ReplyHeard):
+            self.set_heard(frame.turn_id, frame.text)
 
     def _step(self, gen: Iterator[list[int]]) -> object:
         with self._lock:
@@ -180,5 +186,12 @@ class LlmStage(Stage):
             self.last_metrics = m
             values = {k: v for k, v in m.items() if isinstance(v, (int, float))}
             if not self.current_turn > turn:
+                if n_tokens > 1:
+                    mean_ns = (last_tok_ns - first_tok_ns) // (n_tokens - 1)
+                    await self.push(SpanFrame(
+                        turn_id=turn, name="llm.tpot", start_ns=last_tok_ns - mean_ns,
+                        end_ns=last_tok_ns,
+                        attrs={"tokens": n_tokens,
+                               "decode_ms": round((last_tok_ns - first_tok_ns) / 1e6, 3)}))
                 await self.push(MetricsFrame(turn_id=turn, source="llm", values=values))
         return " ".join(spoken)
