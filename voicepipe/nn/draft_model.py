@@ -109,10 +109,16 @@ class EagleDraft(nn.Module):
         self.register_buffer("vocab", vocab.to(torch.long), persistent=True)
         inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
         self._inv = inv
+        self._table = torch.zeros(0, a.head_dim // 2, dtype=torch.complex64)
 
     def freqs(self, start: int, T: int) -> torch.Tensor:
-        ang = torch.outer(torch.arange(start, start + T).float(), self._inv)
-        return torch.polar(torch.ones_like(ang), ang)[:, None]  # (T, 1, D/2)
+        """Rotations (T, 1, D/2) for positions [start, start+T), from a table grown on demand."""
+        end = start + T
+        if end > self._table.shape[0]:  # decode calls this per draft token: build once
+            n = max(end, 2 * self._table.shape[0], 1024)
+            ang = torch.outer(torch.arange(n).float(), self._inv)
+            self._table = torch.polar(torch.ones_like(ang), ang)
+        return self._table[start:end, None]
 
     def forward(
         self,
