@@ -73,3 +73,21 @@ async def test_interrupt_stops_old_turn_at_once(backend: HibariBackend) -> None:
     assert any(isinstance(f, ReplyAudio) and f.turn_id == 2 for f in after)
     old = sum(len(f.pcm) for f in out if isinstance(f, ReplyAudio) and f.turn_id == 1)
     assert old < 12 * 22050  # turn 1 was cut short
+
+
+async def test_codec_lm_backend_streams_several_chunks() -> None:
+    from voicepipe.stages.tts import CodecLMBackend
+
+    out: list[Frame] = []
+    p = Pipeline([TTSStage(config.Config(), CodecLMBackend(config.Config()))], _sink(out))
+    await p.start()
+    await p.put(TextChunk(turn_id=3, text="The store opens at nine.", last=True))
+    await p.put(InputEnd(turn_id=3))
+    await _wait_for(out, InputEnd)
+    await p.stop()
+    audio = [f for f in out if isinstance(f, ReplyAudio)]
+    assert len(audio) >= 2  # streamed in codec-frame chunks, not one block
+    span = next(f for f in out if isinstance(f, SpanFrame) and f.name == "tts.ttfa")
+    assert span.attrs["backend"] == "codec-lm"
+    assert out.index(span) < out.index(audio[0])
+    assert 0.8 < sum(len(a.pcm) for a in audio) / 22050 < 3.5

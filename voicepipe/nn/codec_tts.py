@@ -258,7 +258,7 @@ class CodecLMTTS:
                                      temperature=opts.temperature, seed=opts.seed)
         st = SpecStats()
         yield from decode(
-            drafter, scorer, al.n_frames, rule="greedy" if opts.rule == "ar" else opts.rule,
+            drafter, scorer, al.n_frames, rule=_ar_rule(opts),
             beta=opts.beta, top_k=opts.top_k, temperature=opts.temperature,
             distance=self.distance() if opts.rule == "acoustic" else None,
             k=AdaptiveK(k=max(1, opts.spec_k), adaptive=opts.adaptive_k), seed=opts.seed,
@@ -335,3 +335,10 @@ def _now() -> float:
     import time
 
     return time.perf_counter()
+
+
+def _ar_rule(opts: SynthOptions) -> str:
+    """Plain AR ("ar") samples at opts.temperature (exact) or decodes greedily at 0."""
+    if opts.rule != "ar":
+        return opts.rule
+    return "exact" if opts.temperature > 0 else "greedy"

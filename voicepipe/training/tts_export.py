@@ -36,7 +36,8 @@ def loss_plot(runs: list[Path], path: Path) -> None:
             sm = [sum(ys[max(0, i - w) : i + 1]) / len(ys[max(0, i - w) : i + 1])
                   for i in range(len(ys))]
             ax.plot(xs, sm, label=k)
-        ax.set(xlabel="wall-clock minutes (2 shared CPU cores)", ylabel="train loss (nats)",
+        ax.set(xlabel="wall-clock minutes (2 shared CPU cores)",
+               ylabel="train loss (LM: cross-entropy, nats; duration: MSE of log(1+units))",
                title=f"{run.name}: {len(recs)} steps")
         ax.legend(fontsize=7)
     fig.tight_layout()
