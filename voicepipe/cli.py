@@ -13,7 +13,14 @@ Every subcommand accepts config overrides ``--section.key=value`` and
 
 from __future__ import annotations
 
-import argparse
+import os
+
+# Before anything imports torch: OpenMP threads that spin while idle steal the other
+# core from ASR, LLM and vocoder sharing two cores (measured: 2 torch threads were slower
+# than 1 on a busy machine without this).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
 import importlib
 import logging
 import pkgutil

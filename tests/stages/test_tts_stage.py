@@ -8,7 +8,18 @@ import numpy as np
 import pytest
 
 from voicepipe import config
-from voicepipe.frames import Frame, InputEnd, Interrupt, ReplyAudio, ReplyEnd, SpanFrame, TextChunk
+from voicepipe.frames import (
+    ErrorFrame,
+    Frame,
+    InputEnd,
+    Interrupt,
+    PlaybackReport,
+    ReplyAudio,
+    ReplyEnd,
+    ReplyHeard,
+    SpanFrame,
+    TextChunk,
+)
 from voicepipe.pipeline import Pipeline
 from voicepipe.stages.tts import HibariBackend, TTSStage
 
@@ -91,3 +102,73 @@ async def test_codec_lm_backend_streams_several_chunks() -> None:
     assert span.attrs["backend"] == "codec-lm"
     assert out.index(span) < out.index(audio[0])
     assert 0.8 < sum(len(a.pcm) for a in audio) / 22050 < 3.5
+
+
+async def test_cut_reply_sends_the_heard_words_upstream(backend: HibariBackend) -> None:
+    """A final playback report that stops inside the second chunk: the LLM is told the first
+    chunk plus the second chunk's words whose audio was played, nothing more."""
+    out: list[Frame] = []
+    upstream: list[Frame] = []
+    stage = TTSStage(config.Config(), backend)
+    p = Pipeline([stage], _sink(out), upstream_sink=_sink(upstream))
+    await p.start()
+    first, second = "Sure, the capital of France is Paris.", "It sits on the river Seine today."
+    await p.put(TextChunk(turn_id=1, text=first))
+    await p.put(TextChunk(turn_id=1, text=second, last=True))
+    await _wait_for(out, ReplyEnd)
+    audio = [f for f in out if isinstance(f, ReplyAudio)]
+    n1 = stage._spoken[1].chunks[0][1] * 22050  # samples of the first chunk
+    n2 = sum(len(a.pcm) for a in audio) - n1
+    # Played: the whole first chunk and a bit over half of the second (7 words → 4).
+    played = int(n1 + n2 * 4.2 / 7)
+    await p.put(PlaybackReport(turn_id=1, reply_turn=1, played_samples=played,
+                               sample_rate=22050, done=True))
+    await _wait_for(upstream, ReplyHeard, timeout_s=5)
+    await p.stop()
+    (heard,) = [f for f in upstream if isinstance(f, ReplyHeard)]
+    assert heard.turn_id == 1
+    assert heard.text == first + " It sits on the"
+
+
+async def test_played_to_the_end_sends_nothing_upstream(backend: HibariBackend) -> None:
+    out: list[Frame] = []
+    upstream: list[Frame] = []
+    p = Pipeline([TTSStage(config.Config(), backend)], _sink(out), upstream_sink=_sink(upstream))
+    await p.start()
+    await p.put(TextChunk(turn_id=1, text="All done.", last=True))
+    await _wait_for(out, ReplyEnd)
+    total = sum(len(f.pcm) for f in out if isinstance(f, ReplyAudio))
+    await p.put(PlaybackReport(turn_id=1, reply_turn=1, played_samples=total,
+                               sample_rate=22050, done=True))
+    await p.put(InputEnd(turn_id=1))
+    await _wait_for(out, InputEnd)
+    await p.stop()
+    assert not any(isinstance(f, ReplyHeard) for f in upstream)
+
+
+class _Flaky:
+    """A backend that fails on one text and speaks the others (fault injection)."""
+
+    name = "flaky"
+    sample_rate = 22050
+
+    def stream(self, text: str):  # noqa: ANN201
+        if "boom" in text:
+            raise ValueError("cannot phonemize")
+        yield np.zeros(2205, np.float32)
+
+
+async def test_a_failing_chunk_is_skipped_not_fatal() -> None:
+    out: list[Frame] = []
+    p = Pipeline([TTSStage(config.Config(), _Flaky())], _sink(out))
+    await p.start()
+    await p.put(TextChunk(turn_id=1, text="boom 10000000000000000000"))
+    await p.put(TextChunk(turn_id=1, text="Still here.", last=True))
+    await p.put(InputEnd(turn_id=1))
+    await _wait_for(out, InputEnd, timeout_s=10)
+    await p.stop()
+    errors = [f for f in out if isinstance(f, ErrorFrame)]
+    assert len(errors) == 1 and not errors[0].fatal and errors[0].code == "tts_error"
+    assert p.error is None
+    assert sum(isinstance(f, ReplyAudio) for f in out) == 1
+    assert any(isinstance(f, ReplyEnd) for f in out)

@@ -11,12 +11,19 @@ boundary and nothing of the old turn is pushed after it.
 
 Span ``tts.ttfa``: from the moment the stage starts on a text chunk to the
 first audio sample out of the codec decoder (the first non-empty chunk).
+
+Barge-in bookkeeping: the stage remembers how much audio each text chunk
+became; when the client's final playback report for a reply shows it was cut
+short, it sends ``ReplyHeard`` upstream so the LLM keeps only the words that
+were played (``core/heard.py``). A chunk the backend fails on is skipped with
+a non-fatal error event; the reply and the session go on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -24,8 +31,24 @@ import numpy as np
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.frames import Frame, ReplyAudio, ReplyEnd, SpanFrame, TextChunk
+from voicepipe.core.heard import SpokenReply
+from voicepipe.frames import (
+    ErrorFrame,
+    Frame,
+    PlaybackReport,
+    ReplyAudio,
+    ReplyEnd,
+    ReplyHeard,
+    SpanFrame,
+    SystemFrame,
+    TextChunk,
+)
 from voicepipe.stage import Stage
+
+log = logging.getLogger(__name__)
+# Speech rate used to guess the full length of a chunk cut off mid-synthesis.
+_SECONDS_PER_CHAR = 0.065
+_KEEP_REPLIES = 8  # replies whose chunk lengths are kept until their final playback report
 
 OUT_RATE = 22050
 
@@ -93,6 +116,7 @@ class TTSStage(Stage):
         self.cfg = cfg
         self.backend = backend
         self._reply_text: dict[int, list[str]] = {}
+        self._spoken: dict[int, SpokenReply] = {}
 
     async def start(self) -> None:
         if self.backend is None:
@@ -111,17 +135,43 @@ class TTSStage(Stage):
             text = " ".join(t.strip() for t in self._reply_text.pop(turn, []) if t.strip())
             await self.push(ReplyEnd(turn_id=turn, text=text))
 
+    async def on_system(self, frame: SystemFrame) -> None:
+        if isinstance(frame, PlaybackReport) and frame.done:
+            reply = self._spoken.pop(frame.reply_turn, None)
+            if reply is None or frame.sample_rate <= 0:
+                return
+            played_s = frame.played_samples / frame.sample_rate
+            if played_s < reply.seconds - 0.05:  # cut short, not merely played to the end
+                await self.push_upstream(ReplyHeard(turn_id=frame.reply_turn,
+                                                    text=reply.heard(played_s)))
+
+    def _record(self, turn: int, text: str, seconds: float, complete: bool) -> None:
+        if not complete:  # cut mid-chunk: its words spread over the audio it would have had
+            seconds = max(seconds, len(text) * _SECONDS_PER_CHAR)
+        self._spoken.setdefault(turn, SpokenReply()).add(text, seconds)
+        while len(self._spoken) > _KEEP_REPLIES:
+            del self._spoken[min(self._spoken)]
+
     async def _speak(self, frame: TextChunk) -> None:
         assert self.backend is not None
         start = now_ns()
         gen = self.backend.stream(frame.text)
         first = True
         samples = 0
+        complete = False
         try:
             while True:
                 # One chunk per thread hop: cancellation (Interrupt) lands between chunks.
-                chunk = await asyncio.to_thread(next, gen, _DONE)
+                try:
+                    chunk = await asyncio.to_thread(next, gen, _DONE)
+                except Exception as e:  # one bad chunk must not end the session
+                    log.exception("tts backend failed on %r", frame.text)
+                    await self.push(ErrorFrame(turn_id=frame.turn_id, code="tts_error",
+                                               message=f"could not speak a chunk: {e!r}",
+                                               fatal=False))
+                    break
                 if chunk is _DONE:
+                    complete = True
                     break
                 if self.current_turn > frame.turn_id:
                     return
@@ -138,6 +188,7 @@ class TTSStage(Stage):
                 await self.push(ReplyAudio(turn_id=frame.turn_id, pcm=pcm,
                                            sample_rate=self.backend.sample_rate))
         finally:
+            self._record(frame.turn_id, frame.text, samples / self.backend.sample_rate, complete)
             # If the worker thread is still inside the generator (cancelled mid-chunk),
             # close() raises; the generator is then dropped when that chunk returns.
             with contextlib.suppress(ValueError, AttributeError):
