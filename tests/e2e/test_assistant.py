@@ -1,0 +1,100 @@
+"""The whole assistant on its default models: a real server, real audio, real models.
+
+One spoken question goes in; the test checks the transcript, that a reply was
+written and spoken, that the spoken reply says what was written (round-trip
+WER with the default ASR), and that every §9 span came back. A second test
+talks over a long reply (barge-in) and checks that it stops and that the
+LLM's context keeps only what was heard.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from voicepipe import config, pipelines
+from voicepipe.audio import read_wav
+from voicepipe.client import ClientSession
+from voicepipe.core.wer import wer
+from voicepipe.roundtrip import transcribe
+from voicepipe.server.app import Server
+from voicepipe.tracing import SPAN_NAMES
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "asr"
+
+
+def _clip(name: str) -> tuple[object, int, str]:
+    clips = json.loads((DATA / "manifest.json").read_text())["clips"]
+    ref = next(c["finals"][0] for c in clips if c["file"] == name)
+    pcm, sr = read_wav(DATA / name)
+    return pcm, sr, ref
+
+
+@pytest.fixture(scope="module")
+def cfg() -> config.Config:
+    return config.Config()
+
+
+async def test_spoken_question_gets_a_spoken_answer(cfg: config.Config) -> None:
+    pcm, sr, ref = _clip("utt11.wav")  # "Why is the sky blue?"
+    server = Server(cfg, pipeline="assistant", port=0)
+    await server.start()
+    try:
+        res = await ClientSession(server.ws_url, pcm, sr, cfg, trailing_silence_s=1.5,
+                                  timeout_s=120).run()
+    finally:
+        await server.close()
+    out = res.to_json()
+    assert out["ok"], out
+    (turn,) = [t for t in out["turns"] if t["transcript"]]
+    assert wer(ref, turn["transcript"]) <= 0.2, turn["transcript"]
+    assert turn["reply_text"].strip(), turn
+    assert turn["reply_audio_s"] > 0.5
+    heard = transcribe(res.turns[turn["turn_id"]].audio().astype("float32") / 32768.0,
+                       res.output_sample_rate)
+    assert wer(turn["reply_text"], heard) <= 0.2, (turn["reply_text"], heard)
+    assert set(SPAN_NAMES) <= set(turn["latency_ms"]), sorted(turn["latency_ms"])
+    assert all(v >= 0 for v in turn["latency_ms"].values())
+
+
+async def test_barge_in_stops_the_reply_and_truncates_the_context(
+        cfg: config.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    from voicepipe.stages.llm import LlmStage
+
+    built: list[LlmStage] = []
+    real_build = pipelines.build
+
+    def spy(name, c, session):  # noqa: ANN001, ANN202
+        stages = real_build(name, c, session)
+        built.extend(s for s in stages if isinstance(s, LlmStage))
+        return stages
+
+    monkeypatch.setattr(pipelines, "build", spy)
+    pcm, sr, _ = _clip("utt13.wav")  # "Tell me a short story about a brave little robot…"
+    hello, hsr, _ = _clip("utt12.wav")  # "Hello."
+    assert hsr == sr
+    server = Server(cfg, pipeline="assistant", port=0)
+    await server.start()
+    try:
+        res = await ClientSession(server.ws_url, pcm, sr, cfg, trailing_silence_s=0.5,
+                                  timeout_s=120, barge_in=hello, barge_in_after_s=1.0).run()
+    finally:
+        await server.close()
+    out = res.to_json()
+    assert out["ok"], out
+    first, second = sorted((t for t in out["turns"] if t["transcript"]),
+                           key=lambda t: t["turn_id"])
+    assert first["interrupted"], first
+    # It stopped within about a chunk of the barge-in: far less audio than a story.
+    assert first["reply_audio_s"] < 4.0, first
+    assert second["transcript"] and second["reply_text"], second
+    (llm,) = built
+    msgs = [m for m in llm.messages if m["role"] != "system"]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
+    heard = msgs[1]["content"]
+    # The context keeps only the heard prefix of what was written, not the whole reply.
+    written = first["reply_text"].split()
+    assert heard.split() == written[: len(heard.split())]
+    assert len(heard.split()) < len(written), (heard, first["reply_text"])
