@@ -37,12 +37,14 @@ class ServeProcess:
 
 
 @asynccontextmanager
-async def serve_process(pipeline: str, cfg: Config | None = None, *,
+async def serve_process(pipeline: str, cfg: Config | None = None, *, trace: str | None = None,
                         start_timeout_s: float = 300.0) -> AsyncIterator[ServeProcess]:
     """``async with serve_process("assistant", cfg) as srv: …`` on 127.0.0.1, a free port."""
     cfg_file = None
     args = [sys.executable, "-m", "voicepipe.cli", "serve", "--pipeline", pipeline,
             "--host", "127.0.0.1", "--port", "0"]
+    if trace:
+        args += ["--trace", trace]
     if cfg is not None:
         with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
             f.write(dump_toml(cfg))

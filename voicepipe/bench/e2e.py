@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"questions per level (≤ {len(QUESTIONS)})")
     p.add_argument("--pipeline", default="assistant")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="the server's spans (JSONL, or Chrome trace if .json); "
+                        "draw them with `voicepipe trace plot FILE`")
     p.set_defaults(func=run)
 
 
@@ -143,7 +146,7 @@ def summarize(levels: list[dict[str, Any]], cpu_s: float, audio_s: float,
 
 
 async def bench(cfg: Any, *, pipeline: str, n_questions: int, max_c: int,
-                log: Any) -> dict[str, Any]:
+                log: Any, trace: str | None = None) -> dict[str, Any]:
     import asyncio
     import time
 
@@ -152,7 +155,7 @@ async def bench(cfg: Any, *, pipeline: str, n_questions: int, max_c: int,
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     log(f"bench e2e: {len(texts)} spoken questions; starting voicepipe serve ({pipeline}) …")
-    async with serve_process(pipeline, cfg) as srv:
+    async with serve_process(pipeline, cfg, trace=trace) as srv:
         levels = []
         cpu0, t0 = srv.cpu_s(), time.monotonic()
         audio_s = 0.0
@@ -177,6 +180,6 @@ def run(args: argparse.Namespace) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     out = asyncio.run(bench(args.config, pipeline=args.pipeline, n_questions=n, max_c=max_c,
-                            log=log))
+                            log=log, trace=args.trace))
     print(json.dumps(out, indent=None if args.json else 2))
     return 0 if out["voice_to_voice_ms"] else 1

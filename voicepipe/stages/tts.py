@@ -108,6 +108,11 @@ def make_backend(cfg: Config) -> TTSBackend:
 _DONE = object()
 
 
+def _warm_up(backend: TTSBackend) -> None:
+    for _ in backend.stream("Okay."):
+        pass
+
+
 class TTSStage(Stage):
     name = "tts"
 
@@ -121,6 +126,9 @@ class TTSStage(Stage):
     async def start(self) -> None:
         if self.backend is None:
             self.backend = await asyncio.to_thread(make_backend, self.cfg)
+            # The first synthesis of a fresh backend is ~0.7 s slower (allocations, kernel
+            # selection); pay it now, while the user is still talking, not in tts.ttfa.
+            await asyncio.to_thread(_warm_up, self.backend)
 
     async def process(self, frame: Frame) -> None:
         if not isinstance(frame, TextChunk):
