@@ -25,6 +25,7 @@ import importlib
 import logging
 import pkgutil
 import sys
+from pathlib import Path
 from types import ModuleType
 
 from voicepipe import __version__, config
@@ -35,6 +36,11 @@ def _modules(package: str) -> list[ModuleType]:
     mods = []
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
+            continue
+        # Importing a library module (training code importing torch) just to find it has no
+        # command would cost seconds on every invocation; read its source first.
+        src = Path(pkg.__path__[0]) / f"{info.name}.py"
+        if src.is_file() and "def register(" not in src.read_text(encoding="utf-8"):
             continue
         mod = importlib.import_module(f"{package}.{info.name}")
         if hasattr(mod, "register"):

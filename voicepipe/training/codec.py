@@ -17,8 +17,10 @@ import logging
 import random
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,8 @@ def kmeans_pp_init(x: torch.Tensor, k: int, gen: torch.Generator,
     Seeds are drawn from a random subset of at most ``max_points`` rows: the k
     sequential passes over all N rows would cost more than the Lloyd iterations.
     """
+    import torch  # lazy: `voicepipe --help` must not pay for torch
+
     if x.shape[0] > max_points:
         x = x[torch.randperm(x.shape[0], generator=gen)[:max_points]]
     n = x.shape[0]
@@ -50,6 +54,8 @@ def kmeans_pp_init(x: torch.Tensor, k: int, gen: torch.Generator,
 def assign(x: torch.Tensor, c: torch.Tensor,
            block: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
     """Nearest centre per row: (N,) indices and (N,) squared distances."""
+    import torch  # lazy: `voicepipe --help` must not pay for torch
+
     csq = (c * c).sum(-1)
     idx, dist = [], []
     for i in range(0, x.shape[0], block):
@@ -63,6 +69,8 @@ def assign(x: torch.Tensor, c: torch.Tensor,
 
 def kmeans(x: torch.Tensor, k: int, iters: int, gen: torch.Generator) -> torch.Tensor:
     """Lloyd's k-means on x (N, D) → centres (k, D)."""
+    import torch  # lazy: `voicepipe --help` must not pay for torch
+
     c = kmeans_pp_init(x, k, gen)
     for it in range(iters):
         idx, dist = assign(x, c)
@@ -81,6 +89,8 @@ def kmeans(x: torch.Tensor, k: int, iters: int, gen: torch.Generator) -> torch.T
 
 def train_rvq(x: torch.Tensor, levels: int, k: int, iters: int, seed: int) -> torch.Tensor:
     """Residual VQ: level l is k-means on what levels < l left. x (N, D) → (levels, k, D)."""
+    import torch  # lazy: `voicepipe --help` must not pay for torch
+
     gen = torch.Generator().manual_seed(seed)
     r = x.clone()
     books = []
@@ -102,6 +112,8 @@ def load_steps(root: Path, split: str, minutes: float,
     Cached under $VOICEPIPE_HOME/runs/codec/ (keyed by data dir, split, minutes, seed,
     manifest size): reading and analysing the WAVs is the slow part of a rerun.
     """
+    import torch  # lazy: `voicepipe --help` must not pay for torch
+
     from voicepipe import registry
     from voicepipe.audio import read_wav
     from voicepipe.nn.codec import wave_to_steps
@@ -136,6 +148,8 @@ def load_steps(root: Path, split: str, minutes: float,
 
 
 def _handler(args: argparse.Namespace) -> int:
+    import torch  # lazy: `voicepipe --help` must not pay for torch
+
     from voicepipe.nn.codec import MelVQCodec, rvq_encode
     from voicepipe.training.tts_data import data_dir
 
