@@ -6,7 +6,7 @@
 
 export const DEFAULTS = {
   frame_ms: 20, quantile: 0.95, min_delay_ms: 20, max_delay_ms: 400, start_margin_ms: 20,
-  history: 200, accel_above_ms: 20, stretch_below_ms: 10, peak_above_ms: 60,
+  history: 200, accel_above_ms: 20, stretch_below_ms: 0, peak_above_ms: 60,
   peak_period_ms: 10000, peak_merge_ms: 1000, fade_ms: 40, xfade_ms: 5,
   pitch_min_ms: 2.5, pitch_max_ms: 15.0, window_ms: 10.0, min_corr: 0.5, silence_rms: 64,
   stretch_hold: 2, accel_hold: 1, learn_frames: 50,

@@ -50,8 +50,12 @@ def test_bad_specs_are_refused(kw: dict) -> None:
         FaultSpec(**kw)
 
 
-def test_paced_sender_leads_real_time() -> None:
-    t = paced_send_times(6, 20, 60, start_ns=0)
-    assert t == [0, 0, 0, 0, 20 * MS, 40 * MS]
-    late = paced_send_times(3, 20, 60, produce_ns=[0, 500 * MS, 500 * MS])
-    assert late == [0, 500 * MS, 500 * MS]
+def test_paced_sender_sends_at_real_time_from_the_reply_start() -> None:
+    # like stages/output.Pacer: no burst at the start, whatever the lead
+    t = paced_send_times(4, 20, start_ns=7 * MS)
+    assert t == [7 * MS, 27 * MS, 47 * MS, 67 * MS]
+    # a late producer: each frame goes when made, then the schedule catches up
+    late = paced_send_times(4, 20, produce_ns=[0, 500 * MS, 500 * MS, 500 * MS])
+    assert late == [0, 500 * MS, 500 * MS, 500 * MS]
+    early = paced_send_times(3, 20, produce_ns=[0, 0, 0])
+    assert early == [0, 20 * MS, 40 * MS]

@@ -45,8 +45,8 @@ def speech_source() -> np.ndarray:
 def cases() -> list[tuple[str, dict, list[list]]]:
     out = []
 
-    def net(name: str, spec: FaultSpec, n: int, pull: int, lead: float = 60, **kw: object):
-        frames = ps.through_network(ps.frames_for_reply(1, 0, 0, n, FRAME), SR, spec, lead)
+    def net(name: str, spec: FaultSpec, n: int, pull: int, **kw: object):
+        frames = ps.through_network(ps.frames_for_reply(1, 0, 0, n, FRAME), SR, spec)
         t_end = max(f.arrival_ns for f in frames) + 500 * MS
         out.append((name, kw, ps.build_events(frames, SR, pull, t_end)))
 
@@ -56,43 +56,43 @@ def cases() -> list[tuple[str, dict, list[list]]]:
                                           stall_every_s=1.0, seed=2), 250, 320)
 
     # speculative decoding: clauses of 4–12 frames produced in bursts, sometimes slower
-    # than real time, sent without a lead
+    # than real time
     rng = np.random.default_rng(3)
     produce, t = [], 150 * MS
     while len(produce) < 150:
         k = int(rng.integers(4, 13))
         produce += [t] * k
         t += int(k * 20 * MS * float(rng.uniform(0.6, 1.3)))
-    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 150, FRAME), SR, FaultSpec(), 0,
+    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 150, FRAME), SR, FaultSpec(),
                                 produce_ns=produce[:150])
     out.append(("bursty_speculative", {}, ps.build_events(
         frames, SR, 320, max(f.arrival_ns for f in frames) + 500 * MS)))
 
     frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 150, FRAME), SR,
-                                FaultSpec(delay_ms=30, jitter_ms=10, seed=4), 60)
+                                FaultSpec(delay_ms=30, jitter_ms=10, seed=4))
     frames = ps.drop(frames, 0.06, seed=5)
     out.append(("lossy_6pct", {}, ps.build_events(frames, SR, 256, 3500 * MS)))
 
     frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 150, FRAME), SR,
-                                FaultSpec(delay_ms=30, jitter_ms=10, seed=6), 60)
+                                FaultSpec(delay_ms=30, jitter_ms=10, seed=6))
     frames = ps.duplicate(ps.reorder(frames, 0.15, seed=7, max_shift_ns=50 * MS), 0.05,
                           seed=8, shift_ns=15 * MS)
     out.append(("reordered_duplicated", {}, ps.build_events(frames, SR, 320, 3500 * MS)))
 
     # two replies on one continuous timeline, the first cut by a barge-in
     f1 = ps.through_network(ps.frames_for_reply(1, 0, 0, 80, FRAME), SR,
-                            FaultSpec(delay_ms=20, jitter_ms=10, seed=9), 60)
+                            FaultSpec(delay_ms=20, jitter_ms=10, seed=9))
     cut = 900 * MS
     f1 = [f for f in f1 if f.arrival_ns < cut]
     f2 = ps.through_network(ps.frames_for_reply(3, 80, 80 * FRAME + SR, 60, FRAME, src0=8000),
-                            SR, FaultSpec(delay_ms=20, jitter_ms=10, seed=10), 60)
+                            SR, FaultSpec(delay_ms=20, jitter_ms=10, seed=10))
     out.append(("barge_in_two_replies", {"start_margin_ms": 10}, ps.build_events(
         f1 + f2, SR, 128, max(f.arrival_ns for f in f2) + 300 * MS,
         extra=[["clear", cut, 1]])))
 
     # slower than real time: the buffer must conceal, then recover
     produce = [150 * MS + int(i * 26 * MS) for i in range(100)]
-    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 100, FRAME), SR, FaultSpec(), 0,
+    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 100, FRAME), SR, FaultSpec(),
                                 produce_ns=produce)
     out.append(("slow_producer", {"max_delay_ms": 120}, ps.build_events(
         frames, SR, 320, max(f.arrival_ns for f in frames) + 300 * MS)))

@@ -4,9 +4,10 @@ Real path: a `voicepipe serve --pipeline loopback` process ↔ the fault-injecti
 TCP proxy (``voicepipe.netsim``, faults on the server → client direction) ↔ the
 headless client with the adaptive playout buffer; the client sends speech 1.15×
 faster than real time so the server's pacer times the reply. The client's
-counters are sampled every 20 ms. Simulated path: the same fault schedule
-applied to a paced 20 ms frame stream, replayed through the same buffer (no
-sockets, no scheduler). Scenario "clean" (no faults) shows the machine's own
+counters are sampled every 20 ms. Simulated path: the same echo (frames produced
+as the output stage's resampler releases them from input arriving 1.15× faster
+than real time), the same pacer schedule and fault schedule, replayed through the
+same buffer (no sockets, no scheduler). Scenario "clean" (no faults) shows the machine's own
 scheduling noise on the real path.
 
 Metrics (all from the playout buffer's counters):
@@ -111,6 +112,33 @@ def summarize(series: list[tuple[int, float, float, float, float]], stalls: list
     }
 
 
+def echo_produce_ns(n_frames: int, cfg: Any, src_sr: int, sr: int, speed: float) -> list[int]:
+    """When the loopback server has each output frame ready (ns after the reply starts):
+    the client sends a ``frame_ms`` chunk of ``src_sr`` audio every frame_ms / ``speed``,
+    the echo hands it to the output stage, whose own streaming resampler turns it into
+    ``sr`` audio (how much comes out of each chunk is its business: the old soxr engine
+    released ~50 ms blocks), cut into frames. No sockets, no scheduler."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from voicepipe.frames import ReplyAudio
+    from voicepipe.stages.output import OutputStage
+
+    stage = OutputStage(cfg, SimpleNamespace(output_sample_rate=sr, frame_ms=cfg.audio.frame_ms))
+    chunk = np.zeros(src_sr * cfg.audio.frame_ms // 1000, np.float32)
+    frame = sr * cfg.audio.frame_ms // 1000
+    out: list[int] = []
+    total, i = 0, 0
+    while len(out) < n_frames:
+        total += len(stage._resample(ReplyAudio(turn_id=1, pcm=chunk, sample_rate=src_sr)))
+        t = round(i * cfg.audio.frame_ms * 1e6 / speed)
+        while total >= (len(out) + 1) * frame and len(out) < n_frames:
+            out.append(t)
+        i += 1
+    return out
+
+
 def simulated(spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int,
               sr: int = 22050) -> dict[str, Any]:
     import numpy as np
@@ -121,8 +149,9 @@ def simulated(spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int,
 
     frame = sr * cfg.audio.frame_ms // 1000
     n = int(seconds * 1000 / cfg.audio.frame_ms)
+    produce = echo_produce_ns(n, cfg, src_sr, sr, SPEED)
     frames = ps.through_network(ps.frames_for_reply(1, 0, 0, n, frame), sr, spec,
-                                cfg.output.lead_ms)
+                                produce_ns=produce)
     t_end = max(f.arrival_ns for f in frames) + 1_000_000_000
     from voicepipe.audio import resample
 

@@ -85,13 +85,21 @@ class FaultSchedule:
         return out
 
 
-def paced_send_times(n_frames: int, frame_ms: float, lead_ms: float, start_ns: int = 0,
+def paced_send_times(n_frames: int, frame_ms: float, start_ns: int = 0,
                      produce_ns: list[int] | None = None) -> list[int]:
-    """When a server pacing at real time with ``lead_ms`` lead sends each frame:
-    frame i is due at start + i·frame, sent at max(due - lead, when it was produced)."""
+    """When the server's pacer (``voicepipe.stages.output.Pacer``) sends each frame of a
+    reply whose first frame is due to be sent at ``start_ns``: frame i at start + i·frame,
+    or when it was produced if that is later.
+
+    The pacer schedules a reply's first sample to be heard ``output.lead_ms`` after it
+    starts and sends every frame that long ahead of its schedule, so it never sends faster
+    than real time from a reply's start: the lead only lets a late producer catch up
+    without its frames counting as late. (This model used to send the first lead_ms of a
+    reply at once, which the pacer never did: it hid reply-start underruns, issue 7.)
+    """
     out = []
     for i in range(n_frames):
-        due = start_ns + int(i * frame_ms * 1e6) - int(lead_ms * 1e6)
+        due = start_ns + int(i * frame_ms * 1e6)
         ready = produce_ns[i] if produce_ns is not None else start_ns
-        out.append(max(due, ready, start_ns))
+        out.append(max(due, ready))
     return out

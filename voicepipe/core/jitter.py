@@ -19,8 +19,9 @@ How it decides:
   moved by every time-scale operation in between.
 * Playout starts when one frame plus ``start_margin_ms`` is buffered (or that
   long after the first frame arrived, or once the reply is complete).
-* ``D`` above target → accelerate (remove one pitch period, cross-faded);
-  below target → stretch (add one); dry mid-reply → conceal (repeat the last
+* ``D`` well above target (``accel_above_ms``) → accelerate (remove one pitch
+  period, cross-faded); below target → stretch (add one): the target is a floor,
+  the tolerance band lies above it; dry mid-reply → conceal (repeat the last
   period, fading out to silence) without advancing the media position, then
   cross-fade back into real audio. Nothing received is ever skipped, except a
   frame missing while later ones keep arriving (a loss).
@@ -47,7 +48,10 @@ class JitterParams:
     start_margin_ms: int = 20
     history: int = 200
     accel_above_ms: int = 20  # accelerate while D > target + this
-    stretch_below_ms: int = 10  # stretch while D < target - this
+    # stretch while D < target - this. 0: the target (0.95 quantile + a block) is the
+    # floor D must keep, not a midpoint; with 10, a buffer that started shallow settled
+    # up to 10 ms under it and ran dry on late frames under 40 ± 20 ms jitter (issue 7)
+    stretch_below_ms: int = 0
     peak_above_ms: int = 60  # r this far above the quantile target is a delay peak
     peak_period_ms: int = 10000  # peaks recurring within this keep peak mode on
     peak_merge_ms: int = 1000  # late frames of one stall form one peak

@@ -56,12 +56,13 @@ def with_arrivals(frames: list[Frame], arrivals: list[int]) -> list[Frame]:
     return frames
 
 
-def through_network(frames: list[Frame], sr: int, spec: FaultSpec, lead_ms: float,
-                    start_ns: int = 0, produce_ns: list[int] | None = None) -> list[Frame]:
-    """Server pacing at real time (media timeline starts at ``start_ns``) → TCP faults."""
+def through_network(frames: list[Frame], sr: int, spec: FaultSpec, start_ns: int = 0,
+                    produce_ns: list[int] | None = None) -> list[Frame]:
+    """Server pacing at real time → TCP faults. The output timeline's media 0 is sent at
+    ``start_ns`` (a frame of media m at start + m/sr, or when produced if later)."""
     frame_ms = frames[0].n * 1000 / sr
     media0 = frames[0].media
-    sends = paced_send_times(len(frames), frame_ms, lead_ms, start_ns + media0 * 10**9 // sr,
+    sends = paced_send_times(len(frames), frame_ms, start_ns + media0 * 10**9 // sr,
                              produce_ns)
     sched = FaultSchedule(spec, start_ns)
     return with_arrivals(frames, [sched.release_ns(t) for t in sends])
