@@ -38,13 +38,16 @@ def test_stalls_hold_everything_until_their_end() -> None:
     assert inside == []
     # frames sent during the first stall all come out at its end, in one burst
     assert out.count(1255 * MS) >= 12
-    assert sched.stalls_between(0, 3100 * MS) == [(1005 * MS, 1255 * MS),
-                                                 (2005 * MS, 2255 * MS),
-                                                 (3005 * MS, 3255 * MS)]
+    assert sched.stalls_between(0, 3100 * MS) == [
+        (1005 * MS, 1255 * MS),
+        (2005 * MS, 2255 * MS),
+        (3005 * MS, 3255 * MS),
+    ]
 
 
-@pytest.mark.parametrize("kw", [dict(delay_ms=-1), dict(delay_ms=10, jitter_ms=20),
-                                dict(stall_ms=2000, stall_every_s=1)])
+@pytest.mark.parametrize(
+    "kw", [dict(delay_ms=-1), dict(delay_ms=10, jitter_ms=20), dict(stall_ms=2000, stall_every_s=1)]
+)
 def test_bad_specs_are_refused(kw: dict) -> None:
     with pytest.raises(ValueError):
         FaultSpec(**kw)

@@ -29,8 +29,7 @@ MS = 1_000_000
 
 def run(frames: list[ps.Frame], pull: int = 320, tail_ms: int = 1000, **params: object):
     t_end = max(f.arrival_ns for f in frames) + tail_ms * MS
-    return ps.replay(ps.build_events(frames, SR, pull, t_end), JitterParams(SR, **params),
-                     SOURCE)
+    return ps.replay(ps.build_events(frames, SR, pull, t_end), JitterParams(SR, **params), SOURCE)
 
 
 def network(n: int, spec: FaultSpec) -> list[ps.Frame]:
@@ -56,8 +55,9 @@ def test_js_port_reproduces_vectors() -> None:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
-    proc = subprocess.run([node, "--test", "test/"], cwd=ROOT / "web", capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [node, "--test", "test/"], cwd=ROOT / "web", capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert f"# pass {len(VECTORS['cases']) + 3}" in proc.stdout
 
@@ -72,8 +72,11 @@ def test_steady_plays_everything_without_intervention() -> None:
     assert s["played_ms"] == 150 * 20
     # the pacer sends at real time from the reply's start: playout starts once one frame
     # plus the 20 ms margin is in, when the second frame arrives
-    assert rep.playouts["1"] == {"first_play_ns": 20 * MS, "played_samples": 150 * FRAME,
-                                 "done": True}
+    assert rep.playouts["1"] == {
+        "first_play_ns": 20 * MS,
+        "played_samples": 150 * FRAME,
+        "done": True,
+    }
     assert s["current_delay_ms"] <= 60
 
 
@@ -102,12 +105,17 @@ def echo_run(spec: FaultSpec, seconds: float, **params: object) -> ps.Replay:
 
     frame, n = ECHO_SR // 50, int(seconds * 50)
     produce = echo_produce_ns(n, Config(), SR, ECHO_SR, SPEED)
-    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, n, frame), ECHO_SR, spec,
-                                produce_ns=produce)
+    frames = ps.through_network(
+        ps.frames_for_reply(1, 0, 0, n, frame), ECHO_SR, spec, produce_ns=produce
+    )
     src = np.clip(np.round(resample(SOURCE / 32768, SR, ECHO_SR) * 32767), -32768, 32767)
     t_end = max(f.arrival_ns for f in frames) + 1000 * MS
-    return ps.replay(ps.build_events(frames, ECHO_SR, ECHO_SR // 100, t_end),
-                     JitterParams(ECHO_SR, **params), src.astype(np.int16), record_ops=True)
+    return ps.replay(
+        ps.build_events(frames, ECHO_SR, ECHO_SR // 100, t_end),
+        JitterParams(ECHO_SR, **params),
+        src.astype(np.int16),
+        record_ops=True,
+    )
 
 
 def test_resampled_echo_is_framed_as_it_arrives() -> None:
@@ -148,8 +156,7 @@ def test_js_defaults_match_python() -> None:
     if node is None:
         pytest.skip("node is not installed")
     js = "import('./web/jitter.js').then((m) => console.log(JSON.stringify(m.DEFAULTS)))"
-    proc = subprocess.run([node, "-e", js], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([node, "-e", js], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     py = dataclasses.asdict(JitterParams(SR))
     del py["sample_rate"]
@@ -165,8 +172,9 @@ def test_bursty_speculative_arrivals_play_smoothly() -> None:
         k = int(rng.integers(4, 13))
         produce += [t] * k
         t += int(k * 20 * MS * float(rng.uniform(0.5, 1.1)))
-    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, 600, FRAME), SR, FaultSpec(),
-                                produce_ns=produce[:600])
+    frames = ps.through_network(
+        ps.frames_for_reply(1, 0, 0, 600, FRAME), SR, FaultSpec(), produce_ns=produce[:600]
+    )
     rep = run(frames)
     assert rep.stats["played_ms"] == 600 * 20
     assert rep.stats["concealed_ms"] <= 0.01 * rep.stats["played_ms"]
@@ -182,8 +190,9 @@ def test_stalls_trigger_peak_mode_and_recover() -> None:
     assert s["target_delay_ms"] >= 250  # peak mode holds a stall's worth
     # concealment only happens before peak mode engages (at most the first two stalls)
     conc = [c for _, _, _, c in rep.series]
-    t_last_conceal = next(t for (t, _, _, c), c0 in zip(rep.series, conc, strict=True)
-                          if c == conc[-1])
+    t_last_conceal = next(
+        t for (t, _, _, c), c0 in zip(rep.series, conc, strict=True) if c == conc[-1]
+    )
     assert t_last_conceal < 11_000 * MS
     # after every stall the delay is back within 20 ms of the target within 2 s
     for k in range(1, 12):
@@ -229,7 +238,8 @@ def test_concealment_fades_to_silence_and_back() -> None:
     out = rep.out.astype(np.int64)
     i = rep.ops.index(next(o for o in rep.ops if o.startswith("C")))
     start = sum(int(o[1:]) for o in rep.ops[:i] if o[0] in "NZF") + sum(
-        int(o[1:]) * (1 if o[0] == "A" else 2) for o in rep.ops[:i] if o[0] in "AS")
+        int(o[1:]) * (1 if o[0] == "A" else 2) for o in rep.ops[:i] if o[0] in "AS"
+    )
     fade = tsm.ms_to_samples(40, SR)
     conc = out[start : start + int(s["concealed_ms"] * SR / 1000)]
     assert np.abs(conc[fade:]).max() == 0  # faded out completely
@@ -247,8 +257,14 @@ def test_barge_in_clear_drops_the_old_reply() -> None:
     jb.push(10, 10 * FRAME, SOURCE[:FRAME], 25 * MS, reply=1)  # in flight when cut
     assert jb.stats()["late_frames"] == 1
     for i in range(3):
-        jb.push(20 + i, (30 + i) * FRAME, SOURCE[8000 + i * FRAME : 8000 + (i + 1) * FRAME],
-                600 * MS, reply=2, last=i == 2)
+        jb.push(
+            20 + i,
+            (30 + i) * FRAME,
+            SOURCE[8000 + i * FRAME : 8000 + (i + 1) * FRAME],
+            600 * MS,
+            reply=2,
+            last=i == 2,
+        )
     out = jb.pull(6 * FRAME, 600 * MS)  # 3 frames, maybe stretched towards the target
     assert out[: 3 * FRAME].any()
     assert not jb.pull(FRAME, 720 * MS).any()
@@ -270,11 +286,16 @@ def test_accelerate_and_stretch_keep_the_pitch() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 400), st.integers(0, 400)),
-                min_size=1, max_size=60),
-       st.integers(1, 700), st.booleans())
-def test_any_trace_keeps_invariants(pkts: list[tuple[int, int, int]], pull: int,
-                                    end: bool) -> None:
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.integers(0, 400), st.integers(0, 400)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 700),
+    st.booleans(),
+)
+def test_any_trace_keeps_invariants(pkts: list[tuple[int, int, int]], pull: int, end: bool) -> None:
     jb = JitterBuffer(JitterParams(SR))
     pushed = set()
     t = 0

@@ -45,12 +45,19 @@ SPEED = 1.15
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "jitter", help="playout buffer under delay/jitter/stalls (real sockets + simulated)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "jitter",
+        help="playout buffer under delay/jitter/stalls (real sockets + simulated)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_config_arg(p)
     p.add_argument("--seconds", type=float, default=60.0, help="speech streamed per scenario")
-    p.add_argument("--scenario", action="append", choices=sorted(SCENARIOS),
-                   help="run only this scenario (repeatable; default: all)")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(SCENARIOS),
+        help="run only this scenario (repeatable; default: all)",
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the injected jitter")
     p.add_argument("--no-real", action="store_true", help="simulated traces only")
     p.add_argument("--json", action="store_true", help="print JSON (default: a table)")
@@ -81,8 +88,13 @@ def speech(seconds: float, sr: int = 16000) -> Any:
     return np.concatenate(parts)[: int(seconds * sr)], sr
 
 
-def summarize(series: list[tuple[int, float, float, float, float]], stalls: list[tuple[int, int]],
-              stats: dict[str, float], t_start: int | None, t_stop: int) -> dict[str, Any]:
+def summarize(
+    series: list[tuple[int, float, float, float, float]],
+    stalls: list[tuple[int, int]],
+    stats: dict[str, float],
+    t_start: int | None,
+    t_stop: int,
+) -> dict[str, Any]:
     """``series`` rows: (t_ns, delay_ms, target_ms, concealed_ms, played_ms)."""
     import numpy as np
 
@@ -139,8 +151,9 @@ def echo_produce_ns(n_frames: int, cfg: Any, src_sr: int, sr: int, speed: float)
     return out
 
 
-def simulated(spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int,
-              sr: int = 22050) -> dict[str, Any]:
+def simulated(
+    spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int, sr: int = 22050
+) -> dict[str, Any]:
     import numpy as np
 
     from voicepipe.core import playout_sim as ps
@@ -150,15 +163,15 @@ def simulated(spec: Any, seconds: float, cfg: Any, src: Any, src_sr: int,
     frame = sr * cfg.audio.frame_ms // 1000
     n = int(seconds * 1000 / cfg.audio.frame_ms)
     produce = echo_produce_ns(n, cfg, src_sr, sr, SPEED)
-    frames = ps.through_network(ps.frames_for_reply(1, 0, 0, n, frame), sr, spec,
-                                produce_ns=produce)
+    frames = ps.through_network(
+        ps.frames_for_reply(1, 0, 0, n, frame), sr, spec, produce_ns=produce
+    )
     t_end = max(f.arrival_ns for f in frames) + 1_000_000_000
     from voicepipe.audio import resample
 
     src16 = np.clip(np.round(resample(src, src_sr, sr) * 32767), -32768, 32767).astype(np.int16)
     params = JitterParams.from_config(cfg.jitter, sr, cfg.audio.frame_ms)
-    rep = ps.replay(ps.build_events(frames, sr, sr // 100, t_end), params, src16,
-                    record_ops=False)
+    rep = ps.replay(ps.build_events(frames, sr, sr // 100, t_end), params, src16, record_ops=False)
     series = []
     for t, d, g, c in rep.series:
         series.append((t, d, g, c, 0.0))
@@ -175,8 +188,9 @@ async def real(spec: Any, pcm: Any, sr: int, cfg: Any) -> dict[str, Any]:
         return await _through_netsim(spec, pcm, sr, cfg, srv.host, srv.port)
 
 
-async def _through_netsim(spec: Any, pcm: Any, sr: int, cfg: Any, host: str,
-                          port: int) -> dict[str, Any]:
+async def _through_netsim(
+    spec: Any, pcm: Any, sr: int, cfg: Any, host: str, port: int
+) -> dict[str, Any]:
     import asyncio
 
     from voicepipe.client import ClientSession
@@ -186,9 +200,16 @@ async def _through_netsim(spec: Any, pcm: Any, sr: int, cfg: Any, host: str,
 
     sim = NetSim(("127.0.0.1", 0), (host, port), spec, directions="down")
     h, p = await sim.start()
-    session = ClientSession(f"ws://{h}:{p}/ws", pcm, sr, cfg, playout="adaptive",
-                            trailing_silence_s=0.5, timeout_s=len(pcm) / sr + 30.0,
-                            speed=SPEED)
+    session = ClientSession(
+        f"ws://{h}:{p}/ws",
+        pcm,
+        sr,
+        cfg,
+        playout="adaptive",
+        trailing_silence_s=0.5,
+        timeout_s=len(pcm) / sr + 30.0,
+        speed=SPEED,
+    )
     series: list[tuple[int, float, float, float, float]] = []
     done = asyncio.Event()
 
@@ -198,8 +219,15 @@ async def _through_netsim(spec: Any, pcm: Any, sr: int, cfg: Any, host: str,
             if pl is not None:
                 t = now_ns()
                 s = pl.stats(t)
-                series.append((t, s["current_delay_ms"], s["target_delay_ms"],
-                               s["concealed_ms"], s["played_ms"]))
+                series.append(
+                    (
+                        t,
+                        s["current_delay_ms"],
+                        s["target_delay_ms"],
+                        s["concealed_ms"],
+                        s["played_ms"],
+                    )
+                )
             await asyncio.sleep(0.02)
 
     sampler = asyncio.create_task(sample())
@@ -234,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
     names = args.scenario or sorted(SCENARIOS)
     report: dict[str, Any] = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-        "seconds": args.seconds, "scenarios": {},
+        "seconds": args.seconds,
+        "scenarios": {},
     }
     pcm, sr = speech(args.seconds)
     for name in names:
@@ -252,7 +281,9 @@ def run(args: argparse.Namespace) -> int:
             for kind in ("simulated", "real"):
                 if kind in e:
                     r = e[kind]
-                    print(f"{name:20s} {kind:9s} underruns={r['underruns']:3d} "
-                          f"concealed={r['concealed_pct']:.2f}% delay mean={r['delay_ms_mean']}"
-                          f" p95={r['delay_ms_p95']} ms recovery max={r['recovery_ms_max']} ms")
+                    print(
+                        f"{name:20s} {kind:9s} underruns={r['underruns']:3d} "
+                        f"concealed={r['concealed_pct']:.2f}% delay mean={r['delay_ms_mean']}"
+                        f" p95={r['delay_ms_p95']} ms recovery max={r['recovery_ms_max']} ms"
+                    )
     return 0

@@ -85,8 +85,9 @@ class FaultSchedule:
         return out
 
 
-def paced_send_times(n_frames: int, frame_ms: float, start_ns: int = 0,
-                     produce_ns: list[int] | None = None) -> list[int]:
+def paced_send_times(
+    n_frames: int, frame_ms: float, start_ns: int = 0, produce_ns: list[int] | None = None
+) -> list[int]:
     """When the server's pacer (``voicepipe.stages.output.Pacer``) sends each frame of a
     reply whose first frame is due to be sent at ``start_ns``: frame i at start + i·frame,
     or when it was produced if that is later.

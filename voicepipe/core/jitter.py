@@ -70,8 +70,7 @@ class JitterParams:
     def from_config(cls, cfg: object, sample_rate: int, frame_ms: int = 20) -> JitterParams:
         """From a ``voicepipe.config.JitterConfig``."""
         keys = ("quantile", "min_delay_ms", "max_delay_ms", "start_margin_ms", "history")
-        return cls(sample_rate=sample_rate, frame_ms=frame_ms,
-                   **{k: getattr(cfg, k) for k in keys})
+        return cls(sample_rate=sample_rate, frame_ms=frame_ms, **{k: getattr(cfg, k) for k in keys})
 
 
 @dataclass
@@ -126,14 +125,29 @@ class JitterBuffer:
         self.conc_period = 0
         self.conc_k = 0
         self.hist_len = self.pmax + self.win
-        self.c = dict(underruns=0, concealed=0, accelerated=0, stretched=0, played=0,
-                      lost=0, late=0, duplicates=0)
+        self.c = dict(
+            underruns=0,
+            concealed=0,
+            accelerated=0,
+            stretched=0,
+            played=0,
+            lost=0,
+            late=0,
+            duplicates=0,
+        )
         self.ops: list[str] | None = [] if record_ops else None
 
     # ------------------------------------------------------------------ input
 
-    def push(self, seq: int, media_ts: int, pcm: np.ndarray, now_ns: int, reply: int = 0,
-             last: bool = False) -> None:
+    def push(
+        self,
+        seq: int,
+        media_ts: int,
+        pcm: np.ndarray,
+        now_ns: int,
+        reply: int = 0,
+        last: bool = False,
+    ) -> None:
         """A reply-audio frame arrived at ``now_ns``; ``last`` ends reply ``reply``."""
         pcm = np.asarray(pcm, dtype=np.int16)
         if self.origin_ns is None:
@@ -211,8 +225,9 @@ class JitterBuffer:
         """Target delay in samples."""
         sr = self.p.sample_rate
         t = self._base_target()
-        if len(self.peaks) >= 2 and (now_ns is None or now_ns - self.peaks[-1][0]
-                                     <= 2 * self.p.peak_period_ms * 1_000_000):
+        if len(self.peaks) >= 2 and (
+            now_ns is None or now_ns - self.peaks[-1][0] <= 2 * self.p.peak_period_ms * 1_000_000
+        ):
             t = max(t, max(h for _, h in self.peaks) + self.block)
         lo = tsm.ms_to_samples(self.p.min_delay_ms, sr)
         return min(max(t, lo), tsm.ms_to_samples(self.p.max_delay_ms, sr))
@@ -263,8 +278,9 @@ class JitterBuffer:
                 self.concealing = True
                 self.c["underruns"] += 1
                 self.conc_k = 0
-                self.conc_period = tsm.period_of(self.hist, self.pmin, self.pmax, self.win,
-                                                 self.silence)
+                self.conc_period = tsm.period_of(
+                    self.hist, self.pmin, self.pmax, self.win, self.silence
+                )
             seg = tsm.conceal(self.hist, self.conc_period, self.conc_k, need, self.fade)
             self.conc_k += need
             self.c["concealed"] += need
@@ -283,10 +299,12 @@ class JitterBuffer:
         need_tsm = max(2 * self.pmax, self.pmax + self.win)
         if self.hold <= 0 and avail >= need_tsm:
             sr = self.p.sample_rate
-            if (len(self.rel) >= self.p.learn_frames
-                    and self.delay > tgt + tsm.ms_to_samples(self.p.accel_above_ms, sr)):
-                t, corr = tsm.best_lag(self._peek(r, need_tsm), self.pmin, self.pmax,
-                                       self.win, self.silence)
+            if len(self.rel) >= self.p.learn_frames and self.delay > tgt + tsm.ms_to_samples(
+                self.p.accel_above_ms, sr
+            ):
+                t, corr = tsm.best_lag(
+                    self._peek(r, need_tsm), self.pmin, self.pmax, self.win, self.silence
+                )
                 if corr >= self.p.min_corr and avail >= 2 * t:
                     seg = tsm.accelerate(self._take(r, 2 * t), t)
                     self.delay -= t

@@ -44,10 +44,13 @@ class Frame:
     last: bool = False
 
 
-def frames_for_reply(reply: int, seq0: int, media0: int, n_frames: int, frame: int,
-                     src0: int = 0) -> list[Frame]:
-    return [Frame(0, reply, seq0 + i, media0 + i * frame, src0 + i * frame, frame,
-                  i == n_frames - 1) for i in range(n_frames)]
+def frames_for_reply(
+    reply: int, seq0: int, media0: int, n_frames: int, frame: int, src0: int = 0
+) -> list[Frame]:
+    return [
+        Frame(0, reply, seq0 + i, media0 + i * frame, src0 + i * frame, frame, i == n_frames - 1)
+        for i in range(n_frames)
+    ]
 
 
 def with_arrivals(frames: list[Frame], arrivals: list[int]) -> list[Frame]:
@@ -56,14 +59,18 @@ def with_arrivals(frames: list[Frame], arrivals: list[int]) -> list[Frame]:
     return frames
 
 
-def through_network(frames: list[Frame], sr: int, spec: FaultSpec, start_ns: int = 0,
-                    produce_ns: list[int] | None = None) -> list[Frame]:
+def through_network(
+    frames: list[Frame],
+    sr: int,
+    spec: FaultSpec,
+    start_ns: int = 0,
+    produce_ns: list[int] | None = None,
+) -> list[Frame]:
     """Server pacing at real time → TCP faults. The output timeline's media 0 is sent at
     ``start_ns`` (a frame of media m at start + m/sr, or when produced if later)."""
     frame_ms = frames[0].n * 1000 / sr
     media0 = frames[0].media
-    sends = paced_send_times(len(frames), frame_ms, start_ns + media0 * 10**9 // sr,
-                             produce_ns)
+    sends = paced_send_times(len(frames), frame_ms, start_ns + media0 * 10**9 // sr, produce_ns)
     sched = FaultSchedule(spec, start_ns)
     return with_arrivals(frames, [sched.release_ns(t) for t in sends])
 
@@ -91,14 +98,21 @@ def duplicate(frames: list[Frame], p: float, seed: int, shift_ns: int) -> list[F
     return out
 
 
-def build_events(frames: list[Frame], sr: int, pull_n: int, t_end_ns: int,
-                 pull_start_ns: int = 0, extra: list[Event] | None = None) -> list[Event]:
+def build_events(
+    frames: list[Frame],
+    sr: int,
+    pull_n: int,
+    t_end_ns: int,
+    pull_start_ns: int = 0,
+    extra: list[Event] | None = None,
+) -> list[Event]:
     """Merge pushes (and ``extra`` events) with pulls every ``pull_n`` samples in real
     time; at equal times pushes come first."""
     ev: list[tuple[int, int, Event]] = []
     for f in frames:
-        ev.append((f.arrival_ns, 0, ["push", f.arrival_ns, f.reply, f.seq, f.media, f.src, f.n,
-                                     f.last]))
+        ev.append(
+            (f.arrival_ns, 0, ["push", f.arrival_ns, f.reply, f.seq, f.media, f.src, f.n, f.last])
+        )
     for e in extra or []:
         ev.append((e[1], 1, e))
     k = 0
@@ -125,8 +139,9 @@ class Replay:
         return hashlib.sha256(self.out.astype("<i2").tobytes()).hexdigest()
 
 
-def replay(events: list[Event], params: JitterParams, source: np.ndarray,
-           record_ops: bool = True) -> Replay:
+def replay(
+    events: list[Event], params: JitterParams, source: np.ndarray, record_ops: bool = True
+) -> Replay:
     jb = JitterBuffer(params, record_ops=record_ops)
     outs: list[np.ndarray] = []
     series = []
