@@ -72,6 +72,16 @@ class AsrConfig:
 
 
 @dataclass(frozen=True)
+class TurnsConfig:
+    # Preemptive generation: once the user has been silent preempt_after_ms, the LLM starts
+    # its reply on the ASR's transcript so far, while the endpointer still waits for
+    # vad.end_silence_ms; the reply is released when the final transcript agrees and
+    # dropped when it does not (or the user speaks on). See docs/BENCHMARKS.md (bench e2e).
+    preempt: bool = True
+    preempt_after_ms: int = 160
+
+
+@dataclass(frozen=True)
 class LlmConfig:
     model: str = "smollm2-135m"
     weights: str = "int8"  # fp32 | bf16 | int8 | int4
@@ -138,6 +148,7 @@ class Config:
     audio: AudioConfig = field(default_factory=AudioConfig)
     vad: VadConfig = field(default_factory=VadConfig)
     asr: AsrConfig = field(default_factory=AsrConfig)
+    turns: TurnsConfig = field(default_factory=TurnsConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
     tts: TtsConfig = field(default_factory=TtsConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)

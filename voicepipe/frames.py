@@ -144,6 +144,24 @@ class TranscriptPartial(Frame):
 
 
 @dataclass(kw_only=True)
+class TranscriptStable(Frame):
+    """Speech paused in ``turn_id`` long enough (``turns.preempt_after_ms``) that ``text``
+    is probably the final transcript: the LLM may start a tentative reply on it.
+
+    Sent by the ASR during the endpoint silence. Nothing of that reply reaches the
+    client until a ``TranscriptFinal`` that agrees (core/preempt.py) confirms it.
+    """
+
+    text: str
+    speech_end_media_ns: int = 0
+
+
+@dataclass(kw_only=True)
+class SpeechResumed(Frame):
+    """The user spoke again in ``turn_id`` after a ``TranscriptStable``: that text is void."""
+
+
+@dataclass(kw_only=True)
 class TranscriptFinal(Frame):
     text: str
     speech_end_media_ns: int = 0

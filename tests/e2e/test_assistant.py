@@ -4,11 +4,14 @@ One spoken question goes in; the test checks the transcript, that a reply was
 written and spoken, that the spoken reply says what was written (round-trip
 WER with the default ASR), and that every §9 span came back. A second test
 talks over a long reply (barge-in) and checks that it stops and that the
-LLM's context keeps only what was heard.
+LLM's context keeps only what was heard. A third answers the same question
+with and without preemptive generation: the preempted turn is kept and says
+what the plain one says.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -42,8 +45,9 @@ async def test_spoken_question_gets_a_spoken_answer(cfg: config.Config) -> None:
     server = Server(cfg, pipeline="assistant", port=0)
     await server.start()
     try:
-        res = await ClientSession(server.ws_url, pcm, sr, cfg, trailing_silence_s=1.5,
-                                  timeout_s=120).run()
+        res = await ClientSession(
+            server.ws_url, pcm, sr, cfg, trailing_silence_s=1.5, timeout_s=120
+        ).run()
     finally:
         await server.close()
     out = res.to_json()
@@ -52,15 +56,17 @@ async def test_spoken_question_gets_a_spoken_answer(cfg: config.Config) -> None:
     assert wer(ref, turn["transcript"]) <= 0.2, turn["transcript"]
     assert turn["reply_text"].strip(), turn
     assert turn["reply_audio_s"] > 0.5
-    heard = transcribe(res.turns[turn["turn_id"]].audio().astype("float32") / 32768.0,
-                       res.output_sample_rate)
+    heard = transcribe(
+        res.turns[turn["turn_id"]].audio().astype("float32") / 32768.0, res.output_sample_rate
+    )
     assert wer(turn["reply_text"], heard) <= 0.2, (turn["reply_text"], heard)
     assert set(SPAN_NAMES) <= set(turn["latency_ms"]), sorted(turn["latency_ms"])
     assert all(v >= 0 for v in turn["latency_ms"].values())
 
 
 async def test_barge_in_stops_the_reply_and_truncates_the_context(
-        cfg: config.Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg: config.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from voicepipe.stages.llm import LlmStage
 
     built: list[LlmStage] = []
@@ -78,14 +84,21 @@ async def test_barge_in_stops_the_reply_and_truncates_the_context(
     server = Server(cfg, pipeline="assistant", port=0)
     await server.start()
     try:
-        res = await ClientSession(server.ws_url, pcm, sr, cfg, trailing_silence_s=0.5,
-                                  timeout_s=120, barge_in=hello, barge_in_after_s=1.0).run()
+        res = await ClientSession(
+            server.ws_url,
+            pcm,
+            sr,
+            cfg,
+            trailing_silence_s=0.5,
+            timeout_s=120,
+            barge_in=hello,
+            barge_in_after_s=1.0,
+        ).run()
     finally:
         await server.close()
     out = res.to_json()
     assert out["ok"], out
-    first, second = sorted((t for t in out["turns"] if t["transcript"]),
-                           key=lambda t: t["turn_id"])
+    first, second = sorted((t for t in out["turns"] if t["transcript"]), key=lambda t: t["turn_id"])
     assert first["interrupted"], first
     # It stopped within about a chunk of the barge-in: far less audio than a story.
     assert first["reply_audio_s"] < 4.0, first
@@ -98,3 +111,38 @@ async def test_barge_in_stops_the_reply_and_truncates_the_context(
     written = first["reply_text"].split()
     assert heard.split() == written[: len(heard.split())]
     assert len(heard.split()) < len(written), (heard, first["reply_text"])
+
+
+async def test_a_preempted_turn_is_kept_and_says_what_it_would_have_said(
+    cfg: config.Config,
+) -> None:
+    # A 1 s endpoint silence: the stable text (after turns.preempt_after_ms) comes well before
+    # the final however loaded the machine is, so the preempted turn must be kept.
+    pcm, sr, ref = _clip("utt08.wav")  # "What time is it in Tokyo right now?"
+    got = {}
+    for preempt in (False, True):
+        c = dataclasses.replace(
+            cfg,
+            vad=dataclasses.replace(cfg.vad, end_silence_ms=1000),
+            llm=dataclasses.replace(cfg.llm, max_new_tokens=32),  # short replies: a quicker test
+            turns=dataclasses.replace(cfg.turns, preempt=preempt),
+        )
+        server = Server(c, pipeline="assistant", port=0)
+        await server.start()
+        try:
+            res = await ClientSession(
+                server.ws_url, pcm, sr, c, trailing_silence_s=2.0, timeout_s=120
+            ).run()
+        finally:
+            await server.close()
+        out = res.to_json()
+        assert out["ok"], out
+        (turn,) = [t for t in out["turns"] if t["transcript"]]
+        assert wer(ref, turn["transcript"]) <= 0.2, turn["transcript"]
+        assert turn["reply_text"].strip() and turn["reply_audio_s"] > 0.5, turn
+        assert set(SPAN_NAMES) <= set(turn["latency_ms"]), sorted(turn["latency_ms"])
+        llm_spans = [s for s in res.spans if s.name.startswith("llm.")]
+        assert {s.attrs["preempt"] for s in llm_spans} == {"kept" if preempt else "off"}
+        got[preempt] = turn
+    if got[True]["transcript"] == got[False]["transcript"]:  # greedy: same words, same reply
+        assert got[True]["reply_text"] == got[False]["reply_text"]

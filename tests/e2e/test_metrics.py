@@ -33,8 +33,9 @@ async def test_metrics_count_sessions_spans_and_playout() -> None:
     await server.start()
     try:
         pcm = voice_like(1.0, 16000)
-        results = await run_sessions(server.ws_url, pcm, 16000, cfg, concurrency=2, speed=4.0,
-                                     playout="adaptive")
+        results = await run_sessions(
+            server.ws_url, pcm, 16000, cfg, concurrency=2, speed=4.0, playout="adaptive"
+        )
         assert all(r.to_json()["ok"] for r in results), [r.error for r in results]
         m = await asyncio.to_thread(_scrape, f"{server.url}metrics")
     finally:
@@ -61,8 +62,13 @@ def test_playout_counters_are_running_totals_per_reply() -> None:
     sm.observe(ErrorFrame(code="stage_error", message="x"))
     sm.observe(MetricsFrame(source="llm", values={"drafted": 8, "accepted": 5}))
     sm.observe(SpanFrame(name="llm.ttft", start_ns=0, end_ns=42_000_000))
-    m = {f"{s.name}{s.labels}": s.value
-         for fam in text_string_to_metric_families(sm.render().decode()) for s in fam.samples}
+    for outcome in ("kept", "kept", "cancelled"):  # what the LLM stage sends per outcome
+        sm.observe(MetricsFrame(source="preempt", values={outcome: 1}))
+    m = {
+        f"{s.name}{s.labels}": s.value
+        for fam in text_string_to_metric_families(sm.render().decode())
+        for s in fam.samples
+    }
     assert m["voicepipe_playout_total{'counter': 'underruns'}"] == 6
     assert m["voicepipe_playout_total{'counter': 'concealed_ms'}"] == 50
     assert m["voicepipe_playback_reports_total{}"] == 4
@@ -70,5 +76,7 @@ def test_playout_counters_are_running_totals_per_reply() -> None:
     assert m["voicepipe_spec_drafted_tokens_total{'source': 'llm'}"] == 8
     assert m["voicepipe_spec_accepted_tokens_total{'source': 'llm'}"] == 5
     assert m["voicepipe_span_ms_sum{'name': 'llm.ttft'}"] == 42
+    assert m["voicepipe_preempt_replies_total{'outcome': 'kept'}"] == 2
+    assert m["voicepipe_preempt_replies_total{'outcome': 'cancelled'}"] == 1
     assert m["voicepipe_span_ms_bucket{'le': '50.0', 'name': 'llm.ttft'}"] == 1
     assert m["voicepipe_span_ms_bucket{'le': '25.0', 'name': 'llm.ttft'}"] == 0

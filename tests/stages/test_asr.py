@@ -19,6 +19,7 @@ import pytest
 from voicepipe import config, pipelines
 from voicepipe.audio import read_wav, resample
 from voicepipe.core.partials import unstable_words
+from voicepipe.core.preempt import agrees
 from voicepipe.core.wer import wer
 from voicepipe.frames import (
     AudioIn,
@@ -27,9 +28,11 @@ from voicepipe.frames import (
     Interrupt,
     SpanFrame,
     SpeechEnd,
+    SpeechResumed,
     SpeechStart,
     TranscriptFinal,
     TranscriptPartial,
+    TranscriptStable,
 )
 from voicepipe.pipeline import Pipeline
 from voicepipe.stages.asr import AsrStage, stream_file
@@ -102,11 +105,12 @@ def test_two_utterances_with_a_pause_give_two_finals_in_two_turns(results):
         assert wer(ref, f.text) <= 0.2, (ref, f.text)
     assert fs[0].turn_id == 1 and fs[1].turn_id == 2
     assert fs[0].speech_end_media_ns < fs[1].speech_end_media_ns
-    # Each turn: SpeechStart, then its partials, then SpeechEnd, then the final.
+    # Each turn: SpeechStart, then its partials (and the stable text of the pause), then
+    # SpeechEnd, then the final.
     for turn in (1, 2):
         kinds = [type(f) for f in out if f.turn_id == turn and not isinstance(f, SpanFrame)]
         assert kinds[0] is SpeechStart and kinds[-2:] == [SpeechEnd, TranscriptFinal]
-        assert set(kinds[1:-2]) <= {TranscriptPartial}
+        assert set(kinds[1:-2]) <= {TranscriptPartial, TranscriptStable}
 
 
 @pytest.mark.parametrize("name", ["silence.wav", "noise.wav"])
@@ -166,8 +170,9 @@ async def test_pipeline_with_overlapping_decoding_and_an_interrupt(asr):
     for seq, i in enumerate(range(0, len(pcm), n)):
         if i == 4 * sr:  # in the pause between the two utterances
             await pipe.interrupt(5, "test")
-        await pipe.put(AudioIn(pcm=pcm[i : i + n], sample_rate=sr, seq=seq,
-                               media_ns=i * 1_000_000_000 // sr))
+        await pipe.put(
+            AudioIn(pcm=pcm[i : i + n], sample_rate=sr, seq=seq, media_ns=i * 1_000_000_000 // sr)
+        )
     await pipe.put(InputEnd())
     await asyncio.wait_for(done.wait(), 60)
     await pipe.stop()
@@ -210,3 +215,70 @@ async def test_max_utterance_length_cuts_into_turns_without_losing_or_doubling_w
     ref = "Tell me a short story about a brave little robot who learns to swim."
     # Cuts fall mid-word, so allow the word at each seam to be lost or garbled.
     assert wer(ref, " ".join(f.text for f in fs)) <= 0.2, [f.text for f in fs]
+
+
+# ---------------------------------------------------------------- preemption (turns.preempt)
+
+
+def test_stable_text_comes_in_the_endpoint_silence_and_agrees_with_the_final(results):
+    turns = agreed = 0
+    for c in MANIFEST["clips"]:
+        out = results[c["file"]]
+        for fin in finals(out):
+            turns += 1
+            mine = [f for f in out if f.turn_id == fin.turn_id]
+            kinds = [type(f) for f in mine]
+            assert TranscriptStable in kinds, c["file"]  # every turn ended in a pause
+            last = max(i for i, k in enumerate(kinds) if k is TranscriptStable)
+            assert last < kinds.index(SpeechEnd)  # before the endpoint fired
+            stable = mine[last]
+            assert stable.speech_end_media_ns == fin.speech_end_media_ns
+            agreed += agrees(stable.text, fin.text)
+    # The stable text is the early final itself: with no speech after it, the same decode.
+    assert turns >= 14 and agreed == turns
+
+
+def _trim(pcm: np.ndarray, sr: int) -> np.ndarray:
+    """Cut the clip's silent padding (20 ms frames quieter than -40 dBFS)."""
+    n = sr // 50
+    loud = [i for i in range(0, len(pcm) - n, n) if np.sqrt(np.mean(pcm[i : i + n] ** 2)) > 0.01]
+    return pcm[loud[0] : loud[-1] + n]
+
+
+async def test_speech_after_the_stable_text_voids_it(asr):
+    # "Hello." + a 250 ms pause (longer than turns.preempt_after_ms, shorter than the endpoint
+    # silence) + "Why is the sky blue?": one turn, whose first stable text is withdrawn.
+    a, sr = read_wav(DATA / "utt12.wav")
+    b, _ = read_wav(DATA / "utt11.wav")
+    pad = np.zeros(sr // 2, np.float32)
+    pcm = np.concatenate([pad, _trim(a, sr), np.zeros(sr // 4, np.float32), _trim(b, sr), pad, pad])
+    stage = AsrStage(CFG, asr=asr)
+    await stage.start()
+    try:
+        out = await stream_file(stage, pcm, sr)
+    finally:
+        await stage.stop()
+    (fin,) = finals(out)
+    assert wer("Hello. Why is the sky blue?", fin.text) <= 0.2, fin.text
+    seq = [f for f in out if isinstance(f, TranscriptStable | SpeechResumed | SpeechEnd)]
+    kinds = [type(f) for f in seq]
+    i = kinds.index(SpeechResumed)
+    assert kinds[:i] == [TranscriptStable] and "hello" in seq[0].text.lower()
+    assert kinds[i + 1 :] == [TranscriptStable, SpeechEnd]
+    assert agrees(seq[i + 1].text, fin.text)
+    assert stage.stats["resumed"] == 1
+
+
+async def test_no_stable_text_when_preemption_is_off(asr):
+    import dataclasses
+
+    cfg = dataclasses.replace(CFG, turns=dataclasses.replace(CFG.turns, preempt=False))
+    stage = AsrStage(cfg, asr=asr)
+    await stage.start()
+    try:
+        pcm, sr = read_wav(DATA / "utt11.wav")
+        out = await stream_file(stage, pcm, sr)
+    finally:
+        await stage.stop()
+    assert len(finals(out)) == 1
+    assert not any(isinstance(f, TranscriptStable | SpeechResumed) for f in out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,11 +15,13 @@ from voicepipe.frames import (
     Interrupt,
     MetricsFrame,
     SpanFrame,
+    SpeechResumed,
     TextChunk,
     TextDelta,
     TranscriptFinal,
+    TranscriptStable,
 )
-from voicepipe.stages.llm import LlmStage, engine_for
+from voicepipe.stages.llm import LlmStage, _Reply, engine_for
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +74,11 @@ async def test_streams_deltas_chunks_spans_and_remembers(cfg, engine) -> None:
         assert "llm.ttft" in names and "llm.first_chunk" in names
         metrics = [f for f in got if isinstance(f, MetricsFrame) and f.turn_id == turn]
         assert metrics and metrics[0].values["tokens"] > 1
-        (tpot,) = [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tpot"
-                   and f.turn_id == turn]
+        (tpot,) = [
+            f
+            for f in got
+            if isinstance(f, SpanFrame) and f.name == "llm.tpot" and f.turn_id == turn
+        ]
         assert tpot.attrs["tokens"] == metrics[0].values["tokens"]
         assert tpot.duration_ms == pytest.approx(metrics[0].values["tpot_ms"], abs=0.01)
     assert "Paris" in "".join(f.text for f in got if isinstance(f, TextDelta) and f.turn_id == 1)
@@ -112,9 +118,176 @@ async def test_interrupt_stops_generation_at_once(cfg, engine) -> None:
 
 async def test_set_heard_rewrites_a_cut_off_reply(cfg) -> None:
     stage = LlmStage(cfg, engine=object())  # no model needed: conversation bookkeeping only
-    stage.messages += [{"role": "user", "content": "hi"}]
-    stage.messages.append({"role": "assistant", "content": "Hello there, how are you today?"})
-    stage._reply_msg[3] = len(stage.messages) - 1
+    stage._remember(_Reply(3, "hi", 0, spoken=["Hello there,", "how are you today?"]))
     assert stage.set_heard(3, "Hello there,")
     assert stage.messages[-1] == {"role": "assistant", "content": "Hello there,"}
     assert not stage.set_heard(4, "nothing")
+
+
+class _WordTokenizer:
+    """One token per word plus four per message: enough to exercise the context budget."""
+
+    def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        return [0] * sum(len(m["content"].split()) + 4 for m in messages)
+
+
+async def test_set_heard_finds_its_turn_after_old_turns_were_dropped(cfg) -> None:
+    # A tiny context window: every new turn makes _prompt() forget the oldest ones, which
+    # shifts message indices; set_heard must still rewrite the right reply (or none).
+    small = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, max_new_tokens=8))
+    engine = SimpleNamespace(target=SimpleNamespace(max_len=120), tokenizer=_WordTokenizer())
+    stage = LlmStage(small, engine)  # budget: 104 prompt tokens, about three turns
+    for turn in range(1, 6):
+        stage._remember(
+            _Reply(turn, f"question number {turn} " * 3, 0, spoken=[f"answer number {turn} " * 3])
+        )
+        stage._prompt("and another one?")
+    kept = [m["content"] for m in stage.messages if m["role"] == "assistant"]
+    assert 0 < len(kept) < 5
+    assert not stage.set_heard(1, "gone")  # dropped from the window
+    assert stage.set_heard(5, "answer number 5")
+    assert [m["content"] for m in stage.messages if m["role"] == "assistant"][-1] == (
+        "answer number 5"
+    )
+    assert all("gone" not in m["content"] for m in stage.messages)
+
+
+# ---------------------------------------------------------------- preemptive generation
+
+
+async def _until(cond, timeout: float = 300.0) -> None:
+    async def poll() -> None:
+        while not cond():  # noqa: ASYNC110 - polls the stage's state, no event to wait on
+            await asyncio.sleep(0.005)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+def _reply(got: list[Frame], turn: int) -> tuple[str, list[str]]:
+    deltas = "".join(f.text for f in got if isinstance(f, TextDelta) and f.turn_id == turn)
+    chunks = [f.text for f in got if isinstance(f, TextChunk) and f.turn_id == turn]
+    return deltas, chunks
+
+
+def _last_chunk(turn: int):  # noqa: ANN202
+    return lambda f, got: isinstance(f, TextChunk) and f.last and f.turn_id == turn
+
+
+def _holds(stage: LlmStage, kind: type) -> bool:
+    r = stage._tentative
+    return r is not None and r.held is not None and any(isinstance(f, kind) for f in r.held)
+
+
+@pytest.fixture(scope="module")
+def cfg_off(cfg) -> Config:
+    return dataclasses.replace(cfg, turns=dataclasses.replace(cfg.turns, preempt=False))
+
+
+async def test_preempted_reply_is_held_until_the_final_agrees_then_identical(
+    cfg, cfg_off, engine
+) -> None:
+    q = "What is the capital of France?"
+    ref = await _run(
+        LlmStage(cfg_off, engine.fork()), [TranscriptFinal(turn_id=1, text=q)], _last_chunk(1)
+    )
+    stage = LlmStage(cfg, engine.fork())
+    got: list[Frame] = []
+    done = asyncio.Event()
+
+    async def sink(f: Frame) -> None:
+        got.append(f)
+        if _last_chunk(1)(f, got):
+            done.set()
+
+    stage.push = sink
+    task = asyncio.create_task(stage.run())
+    await stage.put(TranscriptStable(turn_id=1, text=q))
+    await _until(lambda: _holds(stage, TextChunk))  # a clause is ready, the final is not
+    assert not any(isinstance(f, (TextDelta, TextChunk, SpanFrame, MetricsFrame)) for f in got)
+    assert [m["role"] for m in stage.messages] == ["system"]
+    await stage.put(TranscriptFinal(turn_id=1, text=q))
+    await asyncio.wait_for(done.wait(), 300)
+    await stage.put(End())
+    await asyncio.wait_for(task, 300)
+
+    assert _reply(got, 1) == _reply(ref, 1)  # the same reply as without preemption
+    assert "Paris" in _reply(got, 1)[0]
+    first_out = next(i for i, f in enumerate(got) if isinstance(f, (TextDelta, TextChunk)))
+    assert isinstance(got[first_out - 1], (TranscriptFinal, SpanFrame, MetricsFrame))
+    assert any(isinstance(f, TranscriptFinal) for f in got[:first_out])
+    spans = {f.name: f for f in got if isinstance(f, SpanFrame)}
+    assert {"llm.ttft", "llm.first_chunk", "llm.tpot"} <= set(spans)
+    assert all(s.attrs["preempt"] == "kept" for s in spans.values())
+    assert spans["llm.ttft"].attrs["ahead_ms"] > 0  # it started before the final arrived
+    (kept,) = [f for f in got if isinstance(f, MetricsFrame) and f.source == "preempt"]
+    assert kept.values["kept"] == 1
+    assert stage.messages[1:] == [
+        {"role": "user", "content": q},
+        {"role": "assistant", "content": " ".join(_reply(ref, 1)[1]).strip()},
+    ]
+    assert (stage.preempt.kept, stage.preempt.cancelled) == (1, 0)
+
+
+async def test_a_differing_final_cancels_the_tentative_reply_cleanly(cfg, cfg_off, engine) -> None:
+    final = "What is two plus three?"
+    ref = await _run(
+        LlmStage(cfg_off, engine.fork()), [TranscriptFinal(turn_id=1, text=final)], _last_chunk(1)
+    )
+    stage = LlmStage(cfg, engine.fork())
+    got: list[Frame] = []
+    done = asyncio.Event()
+
+    async def sink(f: Frame) -> None:
+        got.append(f)
+        if _last_chunk(1)(f, got):
+            done.set()
+
+    stage.push = sink
+    task = asyncio.create_task(stage.run())
+    await stage.put(TranscriptStable(turn_id=1, text="Tell me a long story about a dragon"))
+    await _until(lambda: _holds(stage, TextDelta))  # mid-reply: its KV cache holds the story
+    await stage.put(TranscriptFinal(turn_id=1, text=final))
+    await asyncio.wait_for(done.wait(), 300)
+    await stage.put(End())
+    await asyncio.wait_for(task, 300)
+
+    # Not one word of the dropped reply went out, and the answer to the final is exactly the
+    # one a stage that never preempted gives (the engine's KV cache kept nothing stale).
+    assert _reply(got, 1) == _reply(ref, 1)
+    ttft = [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.ttft"]
+    assert len(ttft) == 1 and ttft[0].attrs["preempt"] == "cancelled"
+    (cancelled,) = [f for f in got if isinstance(f, MetricsFrame) and f.source == "preempt"]
+    assert cancelled.values["cancelled"] == 1
+    assert [m["content"] for m in stage.messages[1:]] == [
+        final,
+        " ".join(_reply(ref, 1)[1]).strip(),
+    ]
+    assert (stage.preempt.kept, stage.preempt.cancelled) == (0, 1)
+
+
+async def test_speech_resumed_or_a_barge_in_drop_the_tentative_reply(cfg, engine) -> None:
+    stage = LlmStage(cfg, engine.fork())
+    got: list[Frame] = []
+
+    async def sink(f: Frame) -> None:
+        got.append(f)
+
+    stage.push = sink
+    task = asyncio.create_task(stage.run())
+    await stage.put(TranscriptStable(turn_id=1, text="Tell me"))
+    await _until(lambda: _holds(stage, TextDelta))
+    r = stage._tentative
+    await stage.put(SpeechResumed(turn_id=1))
+    await _until(lambda: stage._tentative is None and r.task.done())
+    await stage.put(TranscriptStable(turn_id=1, text="Tell me a joke"))
+    await _until(lambda: _holds(stage, TextDelta))
+    r = stage._tentative
+    await stage.put(Interrupt(turn_id=2))  # the user started a new turn before the final
+    await _until(lambda: stage._tentative is None and r.task.done())
+    await stage.put(End())
+    await asyncio.wait_for(task, 300)
+    assert not any(isinstance(f, (TextDelta, TextChunk, SpanFrame)) for f in got)
+    assert [m["role"] for m in stage.messages] == ["system"]  # nothing was committed
+    assert (stage.preempt.kept, stage.preempt.cancelled) == (0, 2)
+    outcomes = [f.values for f in got if isinstance(f, MetricsFrame) and f.source == "preempt"]
+    assert outcomes == [{"cancelled": 1}, {"cancelled": 1}]

@@ -2,7 +2,8 @@
 
 Fed from what already flows to each client, so measuring costs nothing extra:
 every span (histogram per §9 name, in ms), every stage's MetricsFrame
-(speculation counters: drafted/accepted tokens per source), every playback
+(speculation counters: drafted/accepted tokens per source; preemptive
+replies kept or cancelled), every playback
 report's playout counters (underruns, concealed ms), errors by code, and
 session counts. One registry per server (not prometheus_client's global one),
 so several servers in one process (tests) don't mix their numbers.
@@ -26,18 +27,39 @@ class ServerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.span_ms = Histogram("voicepipe_span_ms", "Latency span duration (ms), DESIGN.md §9",
-                                 ["name"], buckets=_BUCKETS_MS, registry=r)
-        self.drafted = Counter("voicepipe_spec_drafted_tokens", "Tokens proposed by drafters",
-                               ["source"], registry=r)
-        self.accepted = Counter("voicepipe_spec_accepted_tokens",
-                                "Drafted tokens the target accepted", ["source"], registry=r)
-        self.playout = Counter("voicepipe_playout", "Client playout counters (events or ms)",
-                               ["counter"], registry=r)
-        self.reports = Counter("voicepipe_playback_reports", "Playback reports from clients",
-                               registry=r)
+        self.span_ms = Histogram(
+            "voicepipe_span_ms",
+            "Latency span duration (ms), DESIGN.md §9",
+            ["name"],
+            buckets=_BUCKETS_MS,
+            registry=r,
+        )
+        self.drafted = Counter(
+            "voicepipe_spec_drafted_tokens", "Tokens proposed by drafters", ["source"], registry=r
+        )
+        self.accepted = Counter(
+            "voicepipe_spec_accepted_tokens",
+            "Drafted tokens the target accepted",
+            ["source"],
+            registry=r,
+        )
+        self.playout = Counter(
+            "voicepipe_playout", "Client playout counters (events or ms)", ["counter"], registry=r
+        )
+        self.reports = Counter(
+            "voicepipe_playback_reports", "Playback reports from clients", registry=r
+        )
         for name in _PLAYOUT_COUNTERS:  # present (at 0) before the first report
             self.playout.labels(name)
+        # Preemptive generation (core/preempt.py): tentative replies kept or cancelled.
+        self.preempt = Counter(
+            "voicepipe_preempt_replies",
+            "Tentative replies started on a stable transcript, by outcome",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in ("kept", "cancelled"):
+            self.preempt.labels(outcome)
         self.errors = Counter("voicepipe_errors", "Errors sent to clients", ["code"], registry=r)
         self.sessions = Counter("voicepipe_sessions", "Sessions accepted", registry=r)
         self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
@@ -47,6 +69,10 @@ class ServerMetrics:
     def observe(self, frame: object) -> None:
         if isinstance(frame, SpanFrame):
             self.span_ms.labels(frame.name).observe(frame.duration_ms)
+        elif isinstance(frame, MetricsFrame) and frame.source == "preempt":
+            for outcome in ("kept", "cancelled"):
+                if frame.values.get(outcome):
+                    self.preempt.labels(outcome).inc()
         elif isinstance(frame, MetricsFrame):
             drafted = frame.values.get("drafted")
             accepted = frame.values.get("accepted")
@@ -71,8 +97,9 @@ class ServerMetrics:
         if done:
             self._last_playout.pop(key, None)
         else:
-            self._last_playout[key] = {k: float(counters[k]) for k in _PLAYOUT_COUNTERS
-                                       if k in counters}
+            self._last_playout[key] = {
+                k: float(counters[k]) for k in _PLAYOUT_COUNTERS if k in counters
+            }
 
     def forget_session(self, session: str) -> None:
         for key in [k for k in self._last_playout if k[0] == session]:

@@ -18,6 +18,14 @@ per stage runs one decode at a time, picking the most useful job:
    the final is ready almost the moment the endpoint fires;
 3. a partial, every ``asr.partial_interval_ms`` of new audio while speaking.
 
+Preemptive generation (``turns.preempt``): when a decode that saw at least
+``turns.preempt_after_ms`` of trailing silence finishes while the turn is
+still open, its text goes out as ``TranscriptStable`` so the LLM can start a
+tentative reply (core/preempt.py). With the defaults that decode is the early
+final itself (no extra work); a smaller ``preempt_after_ms`` adds one decode
+per pause. If the user then speaks again in the same turn, ``SpeechResumed``
+voids the stable text.
+
 Turn ids are born here: each SpeechStart gets a new, larger id. Spans:
 ``vad.speech`` (arrival of the first → last speech sample) and ``asr.final``
 (arrival of the audio that completed the endpoint silence → final transcript
@@ -47,10 +55,12 @@ from voicepipe.frames import (
     Interrupt,
     SpanFrame,
     SpeechEnd,
+    SpeechResumed,
     SpeechStart,
     SystemFrame,
     TranscriptFinal,
     TranscriptPartial,
+    TranscriptStable,
 )
 from voicepipe.nn.asr import Hypothesis, WhisperAsr
 from voicepipe.nn.vad import CHUNK, SileroVad
@@ -102,14 +112,16 @@ class _Turn:
     best: tuple[int, Hypothesis] | None = None  # newest decode: (cutoff sample, result)
     partial_at: int = 0  # cutoff of the last partial launched
     last_partial: str = ""
+    stable_at: int | None = None  # last speech sample when TranscriptStable went out
     done: asyncio.Event = field(default_factory=asyncio.Event)  # final pushed (or dropped)
 
 
 class AsrStage(Stage):
     name = "asr"
 
-    def __init__(self, cfg: Config, *, asr: WhisperAsr | None = None,
-                 partials: bool = True) -> None:
+    def __init__(
+        self, cfg: Config, *, asr: WhisperAsr | None = None, partials: bool = True
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         self.asr = asr
@@ -119,6 +131,9 @@ class AsrStage(Stage):
         self.audio = _Audio()
         self.early_samples = cfg.asr.early_final_ms * SR // 1000
         self.partial_samples = max(1, cfg.asr.partial_interval_ms * SR // 1000)
+        self.preempt_samples = (
+            max(1, cfg.turns.preempt_after_ms * SR // 1000) if cfg.turns.preempt else None
+        )
         self._origin_media_ns: int | None = None
         self._resampler = None
         self._in_rate = SR
@@ -131,9 +146,19 @@ class AsrStage(Stage):
         self._decoding = False
         self._decoder: asyncio.Task[None] | None = None
         # Counters for `voicepipe bench asr` (seconds of decoding by kind, counts).
-        self.stats: dict[str, float] = {"partial_s": 0.0, "early_s": 0.0, "final_s": 0.0,
-                                        "partials": 0, "early_hits": 0, "finals": 0,
-                                        "dropped": 0, "retries": 0}
+        self.stats: dict[str, float] = {
+            "partial_s": 0.0,
+            "early_s": 0.0,
+            "final_s": 0.0,
+            "stable_s": 0.0,
+            "partials": 0,
+            "early_hits": 0,
+            "finals": 0,
+            "stables": 0,
+            "resumed": 0,
+            "dropped": 0,
+            "retries": 0,
+        }
         self.decodes: list[tuple[str, float, float]] = []  # (kind, audio s, decode s)
         self.partial_lag_ms: list[float] = []  # arrival of a partial's last sample → pushed
         self._last_t_ns = 0
@@ -213,10 +238,16 @@ class AsrStage(Stage):
         for k, p in enumerate(probs):
             c_end = (first_chunk + k + 1) * CHUNK
             wall = frame.t_ns - (end - c_end) * 1_000_000_000 // SR  # arrival of the chunk end
-            events = self.ep.update(float(p), self._media_ns(c_end - CHUNK),
-                                    self._media_ns(c_end), wall)
+            events = self.ep.update(
+                float(p), self._media_ns(c_end - CHUNK), self._media_ns(c_end), wall
+            )
             if self._turn is not None and self.ep.in_speech:
-                self._turn.last_speech_idx = self._idx(self.ep.last_speech_media_ns)
+                turn = self._turn
+                turn.last_speech_idx = self._idx(self.ep.last_speech_media_ns)
+                if turn.stable_at is not None and turn.last_speech_idx > turn.stable_at:
+                    turn.stable_at = None  # the user spoke on: the stable text is void
+                    self.stats["resumed"] += 1
+                    await self.push(SpeechResumed(turn_id=turn.id))
             if events:
                 await self._on_events(events, c_end)
         if self._turn is not None:
@@ -239,10 +270,12 @@ class AsrStage(Stage):
                 onset = self._idx(ev.onset_media_ns)
                 # The pre-roll never reaches back into the previous turn (after a max-length
                 # cut the next turn starts right away: its words must not be heard twice).
-                start = max(onset - PREROLL_MS * SR // 1000, self._last_end_idx,
-                            self.audio.start, 0)
-                self._turn = _Turn(self._turn_seq, start, ev, last_speech_idx=at_idx,
-                                   partial_at=at_idx)
+                start = max(
+                    onset - PREROLL_MS * SR // 1000, self._last_end_idx, self.audio.start, 0
+                )
+                self._turn = _Turn(
+                    self._turn_seq, start, ev, last_speech_idx=at_idx, partial_at=at_idx
+                )
                 await self.push(SpeechStart(turn_id=self._turn_seq, media_ns=ev.onset_media_ns))
             elif isinstance(ev, SpeechEnded) and self._turn is not None:
                 turn, self._turn = self._turn, None
@@ -250,13 +283,20 @@ class AsrStage(Stage):
                 self._last_end_idx = at_idx
                 turn.last_speech_idx = self._idx(ev.last_speech_media_ns)
                 await self.push(SpeechEnd(turn_id=turn.id, media_ns=ev.last_speech_media_ns))
-                await self.push(SpanFrame(
-                    turn_id=turn.id, name="vad.speech", start_ns=ev.onset_wall_ns,
-                    end_ns=ev.last_speech_wall_ns,
-                    attrs={"media_start_ms": ev.onset_media_ns / 1e6,
-                           "media_end_ms": ev.last_speech_media_ns / 1e6,
-                           "reason": ev.reason, "accepted": ev.accepted},
-                ))
+                await self.push(
+                    SpanFrame(
+                        turn_id=turn.id,
+                        name="vad.speech",
+                        start_ns=ev.onset_wall_ns,
+                        end_ns=ev.last_speech_wall_ns,
+                        attrs={
+                            "media_start_ms": ev.onset_media_ns / 1e6,
+                            "media_end_ms": ev.last_speech_media_ns / 1e6,
+                            "reason": ev.reason,
+                            "accepted": ev.accepted,
+                        },
+                    )
+                )
                 if ev.accepted:
                     self._pending.append(turn)
                 else:
@@ -285,6 +325,11 @@ class AsrStage(Stage):
         if silence >= self.early_samples:
             if turn.best is None or not self._covers(turn, turn.best[0]):
                 return turn, now, "early"
+            return None
+        if self.preempt_samples is not None and silence >= self.preempt_samples:
+            # Preempt earlier than the early final: one decode for this pause.
+            if turn.best is None or turn.best[0] < turn.last_speech_idx + self.preempt_samples:
+                return turn, now, "stable"
             return None
         if self.partials and silence < CHUNK and now - turn.partial_at >= self.partial_samples:
             return turn, now, "partial"
@@ -321,7 +366,10 @@ class AsrStage(Stage):
                 turn.best = (cutoff, hyp)
             if kind == "final":
                 await self._finish(turn, hyp)
-            elif turn.ended is None and await self._partial(turn, hyp):
+                continue
+            if kind != "partial" and turn.ended is None:
+                await self._stable(turn, cutoff, hyp)
+            if turn.ended is None and await self._partial(turn, hyp):
                 self.partial_lag_ms.append((now_ns() - cut_t_ns) / 1e6)
 
     async def _partial(self, turn: _Turn, hyp: Hypothesis) -> bool:
@@ -335,6 +383,22 @@ class AsrStage(Stage):
         await self.push(TranscriptPartial(turn_id=turn.id, text=p.text, stable_prefix=p.stable))
         return True
 
+    async def _stable(self, turn: _Turn, cutoff: int, hyp: Hypothesis) -> None:
+        """A decode of the pause: if it saw enough silence, the LLM may start on its text."""
+        if self.preempt_samples is None or not hyp.text.strip():
+            return
+        if cutoff - turn.last_speech_idx < self.preempt_samples:
+            return  # speech came back after the cutoff: this text is already stale
+        turn.stable_at = turn.last_speech_idx
+        self.stats["stables"] += 1
+        await self.push(
+            TranscriptStable(
+                turn_id=turn.id,
+                text=hyp.text,
+                speech_end_media_ns=self._media_ns(turn.last_speech_idx),
+            )
+        )
+
     async def _finish(self, turn: _Turn, hyp: Hypothesis | None) -> None:
         ev = turn.ended
         assert ev is not None
@@ -342,28 +406,48 @@ class AsrStage(Stage):
         text = hyp.text if hyp is not None else ""
         if text:
             self.stats["finals"] += 1
-            await self.push(TranscriptFinal(turn_id=turn.id, text=text,
-                                            speech_end_media_ns=ev.last_speech_media_ns,
-                                            speech_end_wall_ns=ev.last_speech_wall_ns))
+            await self.push(
+                TranscriptFinal(
+                    turn_id=turn.id,
+                    text=text,
+                    speech_end_media_ns=ev.last_speech_media_ns,
+                    speech_end_wall_ns=ev.last_speech_wall_ns,
+                )
+            )
         else:
             self.stats["dropped"] += 1
         end = now_ns()
-        attrs = {"text": text, "speech_end_media_ms": ev.last_speech_media_ns / 1e6,
-                 "since_speech_end_ms": (end - ev.last_speech_wall_ns) / 1e6,
-                 "endpoint": ev.reason, "empty": not text}
+        attrs = {
+            "text": text,
+            "speech_end_media_ms": ev.last_speech_media_ns / 1e6,
+            "since_speech_end_ms": (end - ev.last_speech_wall_ns) / 1e6,
+            "endpoint": ev.reason,
+            "empty": not text,
+        }
         if hyp is not None:
-            attrs.update(audio_s=round(hyp.audio_s, 3), window_s=hyp.window_s,
-                         decode_ms=round(hyp.seconds * 1e3, 1),
-                         no_speech_prob=round(hyp.no_speech_prob, 3))
-        await self.push(SpanFrame(turn_id=turn.id, name="asr.final", start_ns=ev.now_ns,
-                                  end_ns=max(end, ev.now_ns), attrs=attrs))
+            attrs.update(
+                audio_s=round(hyp.audio_s, 3),
+                window_s=hyp.window_s,
+                decode_ms=round(hyp.seconds * 1e3, 1),
+                no_speech_prob=round(hyp.no_speech_prob, 3),
+            )
+        await self.push(
+            SpanFrame(
+                turn_id=turn.id,
+                name="asr.final",
+                start_ns=ev.now_ns,
+                end_ns=max(end, ev.now_ns),
+                attrs=attrs,
+            )
+        )
         turn.done.set()
         if self._turn is None and not self._pending:
             self.audio.drop_before(self.audio.end - PREROLL_MS * SR // 1000)
 
 
-async def stream_file(stage: AsrStage, pcm: np.ndarray, sample_rate: int, *, frame_ms: int = 20,
-                      lockstep: bool = True) -> list[Frame]:
+async def stream_file(
+    stage: AsrStage, pcm: np.ndarray, sample_rate: int, *, frame_ms: int = 20, lockstep: bool = True
+) -> list[Frame]:
     """Drive a started ``stage`` with ``pcm`` in ``frame_ms`` frames, as fast as it goes.
 
     Returns every frame the stage pushed (its ``push`` is replaced). With ``lockstep``
@@ -378,8 +462,14 @@ async def stream_file(stage: AsrStage, pcm: np.ndarray, sample_rate: int, *, fra
     stage.push = collect
     n = max(1, sample_rate * frame_ms // 1000)
     for seq, i in enumerate(range(0, len(pcm), n)):
-        await stage.process(AudioIn(pcm=pcm[i : i + n], sample_rate=sample_rate,
-                                    media_ns=i * 1_000_000_000 // sample_rate, seq=seq))
+        await stage.process(
+            AudioIn(
+                pcm=pcm[i : i + n],
+                sample_rate=sample_rate,
+                media_ns=i * 1_000_000_000 // sample_rate,
+                seq=seq,
+            )
+        )
         if lockstep:
             await stage.wait_idle()
     await stage.process(InputEnd())

@@ -17,31 +17,57 @@ token; ``llm.first_chunk`` from the first token to the first TextChunk;
 ending at the last token (mean time per output token after the first; the
 token count and whole decode time ride in its attrs). A MetricsFrame carries
 tpot_ms and the speculation metrics.
+
+Preemptive generation (core/preempt.py, ``turns.preempt``): a
+``TranscriptStable`` starts a *tentative* reply in a background task while
+the endpointer still waits. Everything it would push (text, chunks, spans,
+metrics) is held here, so the TTS, the client and the conversation memory see
+nothing of it, until the ``TranscriptFinal``: if it agrees the held frames go
+out at once and the reply continues as this stage's work (an Interrupt stops
+it as usual); otherwise (or on ``SpeechResumed``, a newer stable text, or an
+Interrupt) the task is cancelled and its frames dropped, and a differing
+final is answered the normal way. The engine's KV cache needs no undo: the
+next prompt reuses only its common prefix. Every span carries
+``attrs["preempt"]``: ``off`` (no tentative reply for the turn), ``kept`` or
+``cancelled`` (a tentative reply was dropped and this is the normal one); a
+MetricsFrame with source ``preempt`` counts each outcome.
+
+The conversation holds committed turns only; a reply is found again by its
+turn (``set_heard``), by identity, so dropping old turns shifts nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.chunker import Chunker
+from voicepipe.core.preempt import Decision, Preemption
 from voicepipe.frames import (
+    Cancel,
     Frame,
     Interrupt,
     MetricsFrame,
     ReplyHeard,
     SpanFrame,
+    SpeechResumed,
     SystemFrame,
     TextChunk,
     TextDelta,
     TranscriptFinal,
+    TranscriptStable,
 )
 from voicepipe.stage import Stage
 
+log = logging.getLogger(__name__)
 _DONE = object()
+_KEEP_REPLIES = 16  # turns whose reply set_heard can still find
 
 
 def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
@@ -57,6 +83,25 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     return base.fork()
 
 
+@dataclass
+class _Reply:
+    """One reply being generated; while ``held`` is a list its output waits there."""
+
+    turn: int
+    text: str  # the user's words it answers
+    request_ns: int
+    preempt: str = "off"  # span attr: off | tentative → kept | cancelled
+    held: list[Frame] | None = None
+    spoken: list[str] = field(default_factory=list)  # chunks handed to the TTS (or held)
+    task: asyncio.Task[None] | None = None
+    cancelled: bool = False
+    remembered: bool = False
+
+    @property
+    def tentative(self) -> bool:
+        return self.preempt == "tentative"
+
+
 class LlmStage(Stage):
     name = "llm"
 
@@ -70,74 +115,178 @@ class LlmStage(Stage):
         # One model pass at a time per session, even when a cancelled step is still running.
         self._lock = threading.Lock()
         self.last_metrics: dict[str, float | int | list[float]] = {}
-        self._reply_msg: dict[int, int] = {}  # turn → index of its reply in messages
+        self._reply_of: dict[int, dict[str, str]] = {}  # turn → its assistant message
+        self.preempt = Preemption(cfg.turns.preempt)
+        self._tentative: _Reply | None = None
+
+    # ------------------------------------------------------------ conversation memory
 
     def set_heard(self, turn: int, text: str) -> bool:
         """Replace a cut-off reply with what the user actually heard (see core/heard.py).
 
         Returns False when the turn's reply is no longer in the conversation.
         """
-        i = self._reply_msg.get(turn)
-        if i is None or i >= len(self.messages) or self.messages[i]["role"] != "assistant":
+        msg = self._reply_of.get(turn)
+        if msg is None or not any(m is msg for m in self.messages):
             return False
-        self.messages[i] = {"role": "assistant", "content": text}
+        msg["content"] = text
         return True
+
+    def _remember(self, r: _Reply) -> None:
+        """Record a committed turn once: the user's words and what reached the TTS."""
+        if r.remembered:
+            return
+        r.remembered = True
+        reply = {"role": "assistant", "content": " ".join(r.spoken)}
+        self.messages += [{"role": "user", "content": r.text}, reply]
+        self._reply_of[r.turn] = reply
+        while len(self._reply_of) > _KEEP_REPLIES:
+            del self._reply_of[min(self._reply_of)]
+
+    def _prompt(self, user_text: str) -> list[int]:
+        eng = self.engine
+        budget = eng.target.max_len - self.cfg.llm.max_new_tokens - 8  # type: ignore[attr-defined]
+        first_turn = 1 if self.messages and self.messages[0]["role"] == "system" else 0
+        while True:
+            msgs = [*self.messages, {"role": "user", "content": user_text}]
+            ids = eng.tokenizer.chat_ids(msgs)  # type: ignore[attr-defined]
+            if len(ids) <= budget or len(self.messages) <= first_turn:
+                return ids[-budget:]
+            del self.messages[first_turn]  # forget the oldest turn
+
+    # ------------------------------------------------------------ stage hooks
 
     async def start(self) -> None:
         if self.engine is None:
             self.engine = await asyncio.to_thread(engine_for, self.cfg)
 
+    async def stop(self) -> None:
+        if self._tentative is not None:
+            await self._cancel(self._tentative, "end")
+
     async def on_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Interrupt):
-            return  # the base class already cancelled the reply task
-        if isinstance(frame, ReplyHeard):
+            # The base class cancelled the reply in progress; a tentative one runs on its own.
+            await self._apply(self.preempt.on_interrupt(frame.turn_id), frame.turn_id)
+        elif isinstance(frame, Cancel):
+            await self._apply(self.preempt.on_cancel(frame.turn_id), frame.turn_id)
+        elif isinstance(frame, ReplyHeard):
             self.set_heard(frame.turn_id, frame.text)
 
     def _step(self, gen: Iterator[list[int]]) -> object:
         with self._lock:
             return next(gen, _DONE)
 
-    def _prompt(self) -> list[int]:
-        eng = self.engine
-        budget = eng.target.max_len - self.cfg.llm.max_new_tokens - 8  # type: ignore[attr-defined]
-        while True:
-            ids = eng.tokenizer.chat_ids(self.messages)  # type: ignore[attr-defined]
-            first_turn = 1 if self.messages and self.messages[0]["role"] == "system" else 0
-            if len(ids) <= budget or len(self.messages) - first_turn <= 1:
-                return ids[-budget:]
-            del self.messages[first_turn]  # forget the oldest turn
-            self._reply_msg = {t: i - 1 for t, i in self._reply_msg.items() if i > first_turn}
-
-    async def _first_chunk_span(self, turn: int, first_tok_ns: int, chunk: str) -> None:
-        end = now_ns()
-        attrs = {"chars": len(chunk)}
-        await self.push(
-            SpanFrame(
-                turn_id=turn, name="llm.first_chunk", start_ns=first_tok_ns, end_ns=end, attrs=attrs
-            )
-        )
-
     async def process(self, frame: Frame) -> None:
+        if isinstance(frame, TranscriptStable):  # between ASR and here only: not pushed on
+            await self._apply(
+                self.preempt.on_stable(frame.turn_id, frame.text.strip()), frame.turn_id, frame
+            )
+            return
+        if isinstance(frame, SpeechResumed):
+            await self._apply(self.preempt.on_resumed(frame.turn_id), frame.turn_id)
+            return
         await self.push(frame)
         if not isinstance(frame, TranscriptFinal) or not frame.text.strip():
             return
-        await self.reply(frame.turn_id, frame.text.strip(), frame.t_ns)
+        text = frame.text.strip()
+        d = self.preempt.on_final(frame.turn_id, text)
+        r = self._tentative
+        if d.commit and r is not None:
+            self._tentative = None
+            await self._commit(r, frame.t_ns)
+            assert r.task is not None
+            await r.task  # now this stage's work: an Interrupt cancels it as usual
+            return
+        await self._apply(d, frame.turn_id)
+        await self.reply(
+            frame.turn_id,
+            text,
+            frame.t_ns,
+            preempt="cancelled" if d.cancel == frame.turn_id else "off",
+        )
 
-    async def reply(self, turn: int, text: str, request_ns: int | None = None) -> str:
+    # ------------------------------------------------------------ preemption
+
+    async def _apply(self, d: Decision, turn: int, stable: TranscriptStable | None = None) -> None:
+        if d.cancel is not None and self._tentative is not None:
+            r, self._tentative = self._tentative, None
+            await self._cancel(r, "preempt")
+        if d.start is not None and stable is not None:
+            r = _Reply(turn, d.start, stable.t_ns, preempt="tentative", held=[])
+            r.task = asyncio.create_task(self._generate(r), name=f"llm:tentative:{turn}")
+            self._tentative = r
+
+    async def _cancel(self, r: _Reply, reason: str) -> None:
+        r.cancelled = True
+        r.held = None
+        task = r.task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if not task.cancelled() and task.exception() is not None:
+                log.warning("tentative reply failed: %r", task.exception())
+        await self.push(MetricsFrame(turn_id=r.turn, source="preempt", values={"cancelled": 1}))
+
+    async def _commit(self, r: _Reply, final_ns: int) -> None:
+        """The final agreed: release what the tentative reply held, in order, at once."""
+        r.preempt = "kept"
+        ahead_ms = round((final_ns - r.request_ns) / 1e6, 1)  # started this long before the final
+        await self.push(
+            MetricsFrame(turn_id=r.turn, source="preempt", values={"kept": 1, "ahead_ms": ahead_ms})
+        )
+        while r.held:  # the task may add more while a push waits
+            f = r.held.pop(0)
+            if isinstance(f, SpanFrame):
+                f.attrs["preempt"] = "kept"
+                f.attrs["ahead_ms"] = ahead_ms
+                if f.name == "llm.first_chunk":  # handed to the TTS now, not when it was ready
+                    f.attrs["ready_ms"] = round(f.duration_ms, 3)
+                    f.end_ns = max(f.end_ns, now_ns())
+            await self.push(f)
+        r.held = None
+        assert r.task is not None
+        if r.task.done():
+            self._remember(r)
+
+    async def _emit(self, r: _Reply, frame: Frame) -> None:
+        if r.cancelled:
+            return
+        if r.held is not None:
+            r.held.append(frame)
+        else:
+            await self.push(frame)
+
+    # ------------------------------------------------------------ generation
+
+    async def reply(
+        self, turn: int, text: str, request_ns: int | None = None, *, preempt: str = "off"
+    ) -> str:
         """Generate and stream one reply; returns the text kept in the conversation."""
+        r = _Reply(turn, text, now_ns() if request_ns is None else request_ns, preempt=preempt)
+        await self._generate(r)
+        return " ".join(r.spoken)
+
+    async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
+        attrs["preempt"] = r.preempt
+        await self._emit(
+            r, SpanFrame(turn_id=r.turn, name=name, start_ns=start_ns, end_ns=end_ns, attrs=attrs)
+        )
+
+    async def _generate(self, r: _Reply) -> None:
         from voicepipe.nn.tokenizer import StreamDecoder
 
         eng = self.engine
         assert eng is not None
-        request_ns = now_ns() if request_ns is None else request_ns
-        self.messages.append({"role": "user", "content": text})
-        ids = self._prompt()
+        turn = r.turn
+        ids = self._prompt(r.text)
         dec = eng.decoder()  # type: ignore[attr-defined]
         stop = eng.tokenizer.stop_ids  # type: ignore[attr-defined]
         gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
         stream = StreamDecoder(eng.tokenizer)  # type: ignore[attr-defined]
         chunker = Chunker()
-        spoken: list[str] = []
+        spoken = r.spoken
         first_tok_ns = last_tok_ns = 0
         n_tokens = 0
         try:
@@ -150,48 +299,46 @@ class LlmStage(Stage):
                 n_tokens += len(step)
                 if not first_tok_ns:
                     first_tok_ns = t
-                    await self.push(
-                        SpanFrame(
-                            turn_id=turn,
-                            name="llm.ttft",
-                            start_ns=request_ns,
-                            end_ns=t,
-                            attrs={"prompt_tokens": len(ids)},
-                        )
-                    )
+                    await self._span(r, "llm.ttft", r.request_ns, t, prompt_tokens=len(ids))
                 last_tok_ns = t
                 delta = "".join(stream.push(tok) for tok in step)
                 if not delta:
                     continue
-                await self.push(TextDelta(turn_id=turn, text=delta))
+                await self._emit(r, TextDelta(turn_id=turn, text=delta))
                 for chunk in chunker.push(delta):
                     if not spoken:
-                        await self._first_chunk_span(turn, first_tok_ns, chunk)
+                        await self._span(
+                            r, "llm.first_chunk", first_tok_ns, now_ns(), chars=len(chunk)
+                        )
                     spoken.append(chunk)
-                    await self.push(TextChunk(turn_id=turn, text=chunk))
+                    await self._emit(r, TextChunk(turn_id=turn, text=chunk))
             rest = chunker.flush()
             if rest:
                 if not spoken:
-                    await self._first_chunk_span(turn, first_tok_ns, rest)
+                    await self._span(r, "llm.first_chunk", first_tok_ns, now_ns(), chars=len(rest))
                 spoken.append(rest)
-            await self.push(TextChunk(turn_id=turn, text=rest or "", last=True))
+            await self._emit(r, TextChunk(turn_id=turn, text=rest or "", last=True))
         finally:
-            # Interrupted or not, the conversation remembers only what reached the TTS.
-            self.messages.append({"role": "assistant", "content": " ".join(spoken)})
-            self._reply_msg[turn] = len(self.messages) - 1
+            # Interrupted or not, the conversation remembers only what reached the TTS; a
+            # tentative reply not (yet) committed is remembered by _commit, or never.
+            if not r.tentative and not r.cancelled:
+                self._remember(r)
             m = dec.metrics.as_dict()
             if n_tokens > 1:
                 m["tpot_ms"] = round((last_tok_ns - first_tok_ns) / 1e6 / (n_tokens - 1), 3)
-            m["interrupted"] = int(self.current_turn > turn)
-            self.last_metrics = m
+            m["interrupted"] = int(self.current_turn > turn or r.cancelled)
+            if not r.cancelled:
+                self.last_metrics = m
             values = {k: v for k, v in m.items() if isinstance(v, (int, float))}
-            if not self.current_turn > turn:
+            if not self.current_turn > turn and not r.cancelled:
                 if n_tokens > 1:
                     mean_ns = (last_tok_ns - first_tok_ns) // (n_tokens - 1)
-                    await self.push(SpanFrame(
-                        turn_id=turn, name="llm.tpot", start_ns=last_tok_ns - mean_ns,
-                        end_ns=last_tok_ns,
-                        attrs={"tokens": n_tokens,
-                               "decode_ms": round((last_tok_ns - first_tok_ns) / 1e6, 3)}))
-                await self.push(MetricsFrame(turn_id=turn, source="llm", values=values))
-        return " ".join(spoken)
+                    await self._span(
+                        r,
+                        "llm.tpot",
+                        last_tok_ns - mean_ns,
+                        last_tok_ns,
+                        tokens=n_tokens,
+                        decode_ms=round((last_tok_ns - first_tok_ns) / 1e6, 3),
+                    )
+                await self._emit(r, MetricsFrame(turn_id=turn, source="llm", values=values))
