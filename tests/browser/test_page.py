@@ -108,6 +108,11 @@ def test_page_round_trip_through_the_server(page: object) -> None:
     assert shot.stat().st_size > 5000
     # the counters table shows the worklet's numbers
     assert "target_delay_ms" in page.inner_text("#jitter")  # type: ignore[attr-defined]
+    # the latency waterfall draws the server's spans of the turn
+    page.wait_for_function(  # type: ignore[attr-defined]
+        "() => document.querySelectorAll('#waterfall .wf-row').length > 0", timeout=30_000)
+    wf = page.inner_text("#waterfall")  # type: ignore[attr-defined]
+    assert "turn 1" in wf and "loopback.echo" in wf, wf
 
 
 def test_stop_button_cuts_the_reply_and_hang_up_ends(page: object) -> None:
