@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from voicepipe.nn.codec_lm import CodecLM, ModelArgs, corrupt_prev, init_weights, lm_loss
@@ -26,8 +27,9 @@ def _cond(m: CodecLM, t: int = 20, p: int = 9) -> torch.Tensor:
     al = align(dur, n_frames=t)
     phon = torch.randint(1, m.args.n_phon, (1, p), generator=g)
     f = torch.from_numpy
-    return m.condition(phon, f(al.index)[None], f(al.ahead)[None], f(al.progress)[None],
-                       f(al.dur_bucket)[None])
+    return m.condition(
+        phon, f(al.index)[None], f(al.ahead)[None], f(al.progress)[None], f(al.dur_bucket)[None]
+    )
 
 
 def test_alignment_covers_frames_in_order() -> None:
@@ -45,8 +47,12 @@ def test_shapes_and_loss_backward() -> None:
     m = _model().train()
     b, t, p = 2, 15, 7
     phon = torch.randint(0, 40, (b, p))
-    al = {"index": torch.randint(0, p, (b, t)), "ahead": torch.randint(0, p, (b, t, LOOKAHEAD)),
-          "progress": torch.randint(0, 8, (b, t)), "dur_bucket": torch.randint(0, 16, (b, t))}
+    al = {
+        "index": torch.randint(0, p, (b, t)),
+        "ahead": torch.randint(0, p, (b, t, LOOKAHEAD)),
+        "progress": torch.randint(0, 8, (b, t)),
+        "dur_bucket": torch.randint(0, 16, (b, t)),
+    }
     codes = torch.randint(0, 32, (b, t, 3))
     prev = corrupt_prev(codes[..., 0], m.args, 0.3, 0.3)
     assert prev.shape == (b, t) and bool((prev[:, 0] == m.args.bos).all())
@@ -77,15 +83,35 @@ def test_kv_cache_matches_full_pass_single_and_multi_step() -> None:
     x = torch.randint(0, 32, (1, 20))
     with torch.no_grad():
         full = m(x, cond)
-        m.setup_cache(32)
-        parts = [m(x[:, :5], cond[:, :5], pos=0)]
-        parts += [m(x[:, t : t + 1], cond[:, t : t + 1], pos=t) for t in range(5, 12)]
-        parts.append(m(x[:, 12:], cond[:, 12:], pos=12))  # a verify-style multi-frame pass
+        kv = m.new_cache(32)
+        parts = [m(x[:, :5], cond[:, :5], pos=0, cache=kv)]
+        parts += [m(x[:, t : t + 1], cond[:, t : t + 1], pos=t, cache=kv) for t in range(5, 12)]
+        parts.append(m(x[:, 12:], cond[:, 12:], pos=12, cache=kv))  # a verify-style pass
         torch.testing.assert_close(torch.cat(parts, 1), full, atol=1e-5, rtol=1e-4)
         # rollback: overwrite positions 8.. with other inputs, then restore them
-        m(torch.randint(0, 32, (1, 4)), cond[:, 8:12], pos=8)
-        again = m(x[:, 8:], cond[:, 8:], pos=8)
+        m(torch.randint(0, 32, (1, 4)), cond[:, 8:12], pos=8, cache=kv)
+        again = m(x[:, 8:], cond[:, 8:], pos=8, cache=kv)
         torch.testing.assert_close(again, full[:, 8:], atol=1e-5, rtol=1e-4)
+        with pytest.raises(ValueError, match="new_cache"):
+            m(x[:, :1], cond[:, :1], pos=0)  # the model holds no cache of its own
+
+
+def test_interleaved_utterances_share_one_model() -> None:
+    """Two scorers (two sessions) over the same weights, stepped alternately, each give
+    exactly what it gives alone: the decoding state lives outside the model."""
+    m = _model()
+    c1, c2 = _cond(m), _cond(m, t=20, p=9) * 0.5
+    h1, h2 = [3, 7, 1, 30, 2], [9, 9, 4, 0, 12]
+
+    def alone(cond, hist):
+        sc = CodecLMScorer(m, cond)
+        return [sc.score(hist[:i], np.array([hist[i]])) for i in range(len(hist))]
+
+    ref1, ref2 = alone(c1, h1), alone(c2, h2)
+    a, b = CodecLMScorer(m, c1), CodecLMScorer(m, c2)
+    for i in range(len(h1)):
+        np.testing.assert_array_equal(a.score(h1[:i], np.array([h1[i]])), ref1[i])
+        np.testing.assert_array_equal(b.score(h2[:i], np.array([h2[i]])), ref2[i])
 
 
 def test_scorer_reuses_prefix_and_matches_full_pass() -> None:
@@ -98,8 +124,12 @@ def test_scorer_reuses_prefix_and_matches_full_pass() -> None:
         full = m.logits0(m(torch.tensor([[m.args.bos, *hist, 4, 4]]), cond[:, :7]))[0]
     np.testing.assert_allclose(logits, full[4:7].numpy(), atol=1e-4, rtol=1e-4)
     logits2 = sc.score([*hist, 9], np.array([]))  # diverges at position 5: rollback
-    np.testing.assert_allclose(logits2[0], m.logits0(m(torch.tensor(
-        [[m.args.bos, *hist, 9]]), cond[:, :6]))[0, 5].detach().numpy(), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(
+        logits2[0],
+        m.logits0(m(torch.tensor([[m.args.bos, *hist, 9]]), cond[:, :6]))[0, 5].detach().numpy(),
+        atol=1e-4,
+        rtol=1e-4,
+    )
     deep = sc.deep([0], [11])
     assert deep.shape == (1, 3) and deep[0, 0] == 11
 

@@ -30,3 +30,40 @@ def test_streamed_audio_is_speech_length_and_finite(tts: CodecLMTTS) -> None:
     assert np.isfinite(res.audio).all() and 0.01 < float(np.abs(res.audio).max()) <= 1.0
     assert res.stats["frames"] * 1024 == len(res.audio)
     assert res.ttfa_s <= res.wall_s
+
+
+def _snr(ref: np.ndarray, test: np.ndarray) -> float:
+    return float(10 * np.log10((ref**2).sum() / max(((ref - test) ** 2).sum(), 1e-20)))
+
+
+def test_streamed_synthesis_equals_whole_utterance_decoding(tts: CodecLMTTS) -> None:
+    text = "Your meeting with Anna starts at half past three."
+    opts = SynthOptions(rule="greedy")
+    codes, _, _ = tts.decode_codes(text, opts)
+    whole = tts.codec.decode(codes[:, : tts.codec.q]).numpy()
+    res = tts.synth(text, opts)  # first chunk 4 frames, then chunk_frames, tail in pieces
+    assert res.audio.shape == whole.shape
+    assert _snr(whole, res.audio) >= 25.0  # bf16 vocoder: rounding differs per width
+
+
+def test_sessions_share_weights_and_do_not_disturb_each_other() -> None:
+    cfg = config.Config()
+    a, b = CodecLMTTS.shared(cfg), CodecLMTTS.shared(cfg)
+    assert a is not b and a.m is b.m and a.codec is b.codec  # one copy of the weights
+    opts = SynthOptions(rule="topk", top_k=3)
+    ta, tb = "Sure, I can help with that.", "It is sunny and twelve degrees."
+    alone_a = np.concatenate(list(a.stream(ta, opts)))
+    alone_b = np.concatenate(list(b.stream(tb, opts)))
+    # Two sessions' streams advanced alternately, as two TTS stages would.
+    ga, gb = a.stream(ta, opts), b.stream(tb, opts)
+    out: dict[str, list[np.ndarray]] = {"a": [], "b": []}
+    live = {"a": ga, "b": gb}
+    while live:
+        for name, g in list(live.items()):
+            chunk = next(g, None)
+            if chunk is None:
+                del live[name]
+            else:
+                out[name].append(chunk)
+    np.testing.assert_array_equal(np.concatenate(out["a"]), alone_a)
+    np.testing.assert_array_equal(np.concatenate(out["b"]), alone_b)

@@ -9,7 +9,8 @@ and scored with ``core.wer``.
 Columns: ``speedup`` = codec-LM decoding time of plain AR decoding at the
 same temperature / that of the row (the vocoder is identical for both and is
 left out); ``rtf`` = (LM + vocoder) time / audio seconds; ``ttfa_ms`` =
-call → first audio chunk. The row ``ar-streamed`` is measured end to end
+call → first audio chunk. The rows ``ar-streamed`` and ``<rule>-streamed``
+(the configured default rule, what a session runs) are measured end to end
 through the streaming decoder; the other rows time the LM alone and add the
 vocoder time measured in that streamed run (the vocoder does the same work
 for any codes), and decode each distinct code sequence once for the WER.
@@ -18,6 +19,10 @@ per second of audio. Rules: ``relaxed`` at β = 0 is the exact rule (sampled,
 temperature ``--temperature``); ``topk`` uses k = 1 + round(10 β); ``acoustic``
 accepts a draft whose level-0 codebook vector is within β (in units of the
 mean pairwise codebook distance) of the target's greedy choice.
+
+``--memory N`` instead measures resident memory (RSS) as N sessions' TTS
+backends come up in one process: weights are shared, so an extra session
+should cost only its decoding state.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ import time
 BETAS = (0.0, 0.1, 0.2, 0.3, 0.5)
 
 
-def _row(backend: str, rule: str, beta: float | None, res: list, refs: list[str],
-         base_lm: float | None) -> dict:
+def _row(
+    backend: str, rule: str, beta: float | None, res: list, refs: list[str], base_lm: float | None
+) -> dict:
     from voicepipe.core.wer import wer
     from voicepipe.roundtrip import transcribe
 
@@ -44,7 +50,9 @@ def _row(backend: str, rule: str, beta: float | None, res: list, refs: list[str]
     accepted = sum(s.get("accepted", 0) for s in st)
     passes = sum(s.get("target_passes", 0) for s in st)
     return {
-        "backend": backend, "rule": rule, "beta": beta,
+        "backend": backend,
+        "rule": rule,
+        "beta": beta,
         "speedup": (base_lm / lm_s) if base_lm and lm_s else None,
         "wer": wer(refs, hyps),
         "rtf": sum(r.wall_s for r in res) / audio_s,
@@ -53,7 +61,8 @@ def _row(backend: str, rule: str, beta: float | None, res: list, refs: list[str]
         "acceptance_rate": accepted / drafted if drafted else None,
         "mean_accepted_len": 1 + accepted / drafts if drafts else None,
         "target_passes_per_s": passes / audio_s if passes else None,
-        "audio_s": audio_s, "n": len(res),
+        "audio_s": audio_s,
+        "n": len(res),
         "examples": [{"ref": a, "hyp": b} for a, b in list(zip(refs, hyps, strict=True))[:3]],
     }
 
@@ -74,9 +83,42 @@ def _hibari(texts: list[str]) -> list:
             ttfa = ttfa if ttfa is not None else time.perf_counter() - t0
             chunks.append(c)
         wall = time.perf_counter() - t0
-        out.append(SynthResult(np.concatenate(chunks), np.zeros((0, 0)), {}, ttfa or wall,
-                               wall, 0.0))
+        out.append(
+            SynthResult(np.concatenate(chunks), np.zeros((0, 0)), {}, ttfa or wall, wall, 0.0)
+        )
     return out
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory(cfg, n: int) -> dict:
+    """Resident memory as N sessions' TTS backends come up (each speaks one sentence),
+    built the way the TTS stage builds them; run in a fresh process (nothing else
+    loaded), so the figures are the TTS's own."""
+    from voicepipe.stages.tts import make_backend
+
+    rss = [_rss_mb()]
+    keep = []
+    for _ in range(n):
+        b = make_backend(cfg)
+        for _ in b.stream("Sure, the capital of France is Paris."):
+            pass
+        keep.append(b)
+        rss.append(_rss_mb())
+    extra = [b - a for a, b in zip(rss[1:], rss[2:], strict=False)]
+    return {
+        "sessions": n,
+        "rss_mb": rss,
+        "first_session_mb": rss[1] - rss[0],
+        "extra_session_mb": extra,
+        "mean_extra_session_mb": sum(extra) / len(extra) if extra else None,
+    }
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -101,8 +143,12 @@ def run(args: argparse.Namespace) -> dict:
 
         models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
     tts = CodecLMTTS.from_config(args.config, args.model or None, models)
-    tts.threads = args.threads
-    tts.synth("Warm up.", SynthOptions())
+    tts.threads, tts.lm_threads = args.threads, args.lm_threads
+    tts.warm_up()
+    # The configured default (rule, β, k), streamed end to end: what a session gets.
+    default = SynthOptions.from_config(args.config.tts)
+    default.seed = args.seed
+    streamed_default = [tts.synth(t, default) for t in texts]
     # Plain AR, streamed end to end: the measured RTF and ttfa, and the vocoder's share.
     streamed = [tts.synth(t, SynthOptions(rule="ar", seed=args.seed)) for t in texts]
     voc_s = sum(r.wall_s - r.lm_s for r in streamed)
@@ -122,32 +168,65 @@ def run(args: argparse.Namespace) -> dict:
             audio = audio_cache[key]
             # RTF and ttfa: this row's LM time + the vocoder time measured in the streamed run.
             wall = lm_s + voc_rtf * len(audio) / 22050
-            out.append(SynthResult(audio, codes, stats, stats.get("first_s", lm_s) + first_voc_s,
-                                   wall, lm_s))
+            out.append(
+                SynthResult(
+                    audio, codes, stats, stats.get("first_s", lm_s) + first_voc_s, wall, lm_s
+                )
+            )
         return out
 
     for temp in sorted({0.0} | ({args.temperature} if "relaxed" in rules else set())):
         base = synth_all(rule="ar", temperature=temp)
         base_lm = sum(r.lm_s for r in base)
         if temp == 0.0:
-            rows.append(_row("codec-lm", "ar-streamed", None, streamed, texts, base_lm)
-                        | {"temperature": 0.0, "vocoder_rtf": voc_rtf})
+            rows.append(
+                _row("codec-lm", "ar-streamed", None, streamed, texts, base_lm)
+                | {"temperature": 0.0, "vocoder_rtf": voc_rtf}
+            )
+            print(json.dumps(rows[-1]), file=sys.stderr)
+            rows.append(
+                _row(
+                    "codec-lm",
+                    f"{default.rule}-streamed",
+                    default.beta,
+                    streamed_default,
+                    texts,
+                    base_lm,
+                )
+                | {"temperature": default.temperature, "top_k": default.top_k, "default": True}
+            )
             print(json.dumps(rows[-1]), file=sys.stderr)
         rows.append(_row("codec-lm", "ar", None, base, texts, base_lm) | {"temperature": temp})
         print(json.dumps(rows[-1]), file=sys.stderr)
         for rule in rules:
             if (rule == "relaxed") != (temp > 0):
                 continue
-            for beta in ([0.0] if rule == "greedy" else betas):
+            for beta in [0.0] if rule == "greedy" else betas:
                 kw = {"rule": rule, "beta": beta, "temperature": temp}
                 if rule == "topk":
                     kw["top_k"] = 1 + round(10 * beta)
                 res = synth_all(**kw)
-                rows.append(_row("codec-lm", rule, beta, res, texts, base_lm)
-                            | {"temperature": temp})
+                rows.append(
+                    _row("codec-lm", rule, beta, res, texts, base_lm) | {"temperature": temp}
+                )
                 print(json.dumps(rows[-1]), file=sys.stderr)
-    return {"rows": rows, "sentences": n, "threads": args.threads, "spec_k": args.k,
-            "vocoder_rtf": voc_rtf}
+    return {
+        "rows": rows,
+        "sentences": n,
+        "threads": args.threads,
+        "lm_threads": args.lm_threads,
+        "spec_k": args.k,
+        "vocoder_rtf": voc_rtf,
+        "chunk_frames": tts.chunk_frames,
+        "first_frames": tts.first_frames,
+        "load_avg": _load(),
+    }
+
+
+def _load() -> list[float]:
+    import os
+
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def plot(result: dict, path: str) -> None:
@@ -179,6 +258,15 @@ def plot(result: dict, path: str) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
+    if args.memory:
+        mem = memory(args.config, args.memory)
+        print(
+            json.dumps({"memory": mem})
+            if args.json
+            else f"first session {mem['first_session_mb']:.0f} MB, each extra session "
+            f"{mem['mean_extra_session_mb']:.1f} MB (RSS {mem['rss_mb']})"
+        )
+        return 0
     result = run(args)
     if args.plot:
         plot(result, args.plot)
@@ -186,10 +274,12 @@ def _handler(args: argparse.Namespace) -> int:
         print(json.dumps(result))
     else:
         for r in result["rows"]:
-            print(f"{r['backend']:9s} {r['rule']:8s} β={r['beta']!s:5s} "
-                  f"speedup={r['speedup'] or 0:.2f} wer={100 * r['wer']:.1f}% "
-                  f"rtf={r['rtf']:.3f} ttfa={r['ttfa_ms']:.0f}ms "
-                  f"acc={r['acceptance_rate'] or 0:.2f} len={r['mean_accepted_len'] or 0:.2f}")
+            print(
+                f"{r['backend']:9s} {r['rule']:8s} β={r['beta']!s:5s} "
+                f"speedup={r['speedup'] or 0:.2f} wer={100 * r['wer']:.1f}% "
+                f"rtf={r['rtf']:.3f} ttfa={r['ttfa_ms']:.0f}ms "
+                f"acc={r['acceptance_rate'] or 0:.2f} len={r['mean_accepted_len'] or 0:.2f}"
+            )
     return 0
 
 
@@ -201,12 +291,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quick", action="store_true", help="8 sentences, β ∈ {0, 0.3}")
     p.add_argument("--sentences", type=int, default=0, help="held-out sentences (default 30)")
-    p.add_argument("--rules", default="greedy,relaxed,topk,acoustic",
-                   help="comma-separated rules (default greedy,relaxed,topk,acoustic)")
-    p.add_argument("--temperature", type=float, default=0.7,
-                   help="sampling temperature for the relaxed/exact rows (default 0.7)")
+    p.add_argument(
+        "--rules",
+        default="greedy,relaxed,topk,acoustic",
+        help="comma-separated rules (default greedy,relaxed,topk,acoustic)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="sampling temperature for the relaxed/exact rows (default 0.7)",
+    )
     p.add_argument("--k", type=int, default=4, help="initial draft length (adaptive)")
-    p.add_argument("--threads", type=int, default=2, help="torch threads (LM and vocoder)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads of the vocoder")
+    p.add_argument("--lm-threads", type=int, default=1, help="torch threads of the codec LM")
+    p.add_argument(
+        "--memory",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only measure resident memory as N sessions' TTS backends come up",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="", help="checkpoint directory instead of codec-lm-hibari")
     p.add_argument("--ckpt", default="", help="evaluate a training checkpoint (runs/tts/…)")

@@ -72,8 +72,11 @@ def unstack_mel(vecs: torch.Tensor) -> torch.Tensor:
 
 def wave_to_steps(wave) -> torch.Tensor:
     """(N,) float wave at 22,050 Hz → (T, 320) stacked log-mel, T = ceil(N / 1024)."""
-    w = torch.as_tensor(np.asarray(wave, dtype=np.float32) if not torch.is_tensor(wave)
-                        else wave).float().reshape(-1)
+    w = (
+        torch.as_tensor(np.asarray(wave, dtype=np.float32) if not torch.is_tensor(wave) else wave)
+        .float()
+        .reshape(-1)
+    )
     if w.numel() == 0:
         return torch.zeros(0, DIM)
     t = -(-w.numel() // STEP_SAMPLES)
@@ -95,9 +98,15 @@ def rvq_encode(x: torch.Tensor, codebooks: torch.Tensor) -> torch.Tensor:
 
 
 class MelVQCodec:
-    def __init__(self, codebooks: torch.Tensor, *, q: int | None = None,
-                 vocoder=None, vocoder_name: str = "hifigan-universal",
-                 meta: dict | None = None) -> None:
+    def __init__(
+        self,
+        codebooks: torch.Tensor,
+        *,
+        q: int | None = None,
+        vocoder=None,
+        vocoder_name: str = "hifigan-universal",
+        meta: dict | None = None,
+    ) -> None:
         if codebooks.dim() != 3 or codebooks.shape[-1] != DIM:
             raise ValueError(f"codebooks must be (levels, K, {DIM}), got {tuple(codebooks.shape)}")
         self.codebooks = codebooks.float().contiguous()  # (L, K, 320), all trained levels
@@ -117,8 +126,14 @@ class MelVQCodec:
 
     # -- persistence -------------------------------------------------------------------------
     @classmethod
-    def load(cls, path_or_name: str | Path = "melvq-hibari", *, q: int | None = 4,
-             vocoder=None, vocoder_name: str = "hifigan-universal") -> MelVQCodec:
+    def load(
+        cls,
+        path_or_name: str | Path = "melvq-hibari",
+        *,
+        q: int | None = 4,
+        vocoder=None,
+        vocoder_name: str = "hifigan-universal",
+    ) -> MelVQCodec:
         """From a model name (registry), a directory holding codebooks.pt, or the file itself.
 
         ``q=None`` uses every trained level.
@@ -136,8 +151,10 @@ class MelVQCodec:
                 "'voicepipe train codec' or restore models/melvq-hibari/ from git"
             ) from e
         meta = {k: v for k, v in blob.items() if k != "codebooks"}
-        if int(meta.get("stack", STACK)) != STACK or int(meta.get("sample_rate", SAMPLE_RATE)) \
-                != SAMPLE_RATE:
+        if (
+            int(meta.get("stack", STACK)) != STACK
+            or int(meta.get("sample_rate", SAMPLE_RATE)) != SAMPLE_RATE
+        ):
             raise registry.ModelError(f"{f}: codebooks for a different mel layout ({meta})")
         return cls(cb, q=q, vocoder=vocoder, vocoder_name=vocoder_name, meta=meta)
 
@@ -145,15 +162,24 @@ class MelVQCodec:
         p = Path(path)
         f = p / FILE_NAME if p.suffix != ".pt" else p
         f.parent.mkdir(parents=True, exist_ok=True)
-        blob = {**self.meta, "codebooks": self.codebooks.to(dtype), "stack": STACK,
-                "sample_rate": SAMPLE_RATE}
+        blob = {
+            **self.meta,
+            "codebooks": self.codebooks.to(dtype),
+            "stack": STACK,
+            "sample_rate": SAMPLE_RATE,
+        }
         torch.save(blob, f)
         return f
 
     def with_q(self, q: int) -> MelVQCodec:
         """Same codebooks and vocoder, another number of levels in use."""
-        c = MelVQCodec(self.codebooks, q=q, vocoder=self._vocoder,
-                       vocoder_name=self._vocoder_name, meta=self.meta)
+        c = MelVQCodec(
+            self.codebooks,
+            q=q,
+            vocoder=self._vocoder,
+            vocoder_name=self._vocoder_name,
+            meta=self.meta,
+        )
         return c
 
     # -- encode / decode ---------------------------------------------------------------------
@@ -198,8 +224,13 @@ class MelVQCodec:
             return torch.zeros(0)
         return self.vocoder(mel)
 
-    def stream_decoder(self, *, left: int = 12, lookahead: int = 12) -> CodecStreamDecoder:
-        return CodecStreamDecoder(self, left=left, lookahead=lookahead)
+    def stream_decoder(
+        self, *, left: int = 12, lookahead: int = 12, exact: bool = True
+    ) -> CodecStreamDecoder:
+        """Streaming decoder; ``exact`` (default, needs the fast vocoder): cached conv
+        state, no recomputed context (nn/hifigan_stream.py); else ``left``/``lookahead``
+        frames of overlap per chunk (hifigan.StreamingVocoder)."""
+        return CodecStreamDecoder(self, left=left, lookahead=lookahead, exact=exact)
 
     # -- distances (acoustic tolerance rule) -------------------------------------------------
     def code_distance(self, a, b, level: int = 0) -> torch.Tensor:
@@ -216,6 +247,15 @@ class MelVQCodec:
         """RMS distance per mel bin between the decoded vectors of two (..., Q') frames."""
         return (self.vectors(codes_a) - self.vectors(codes_b)).square().mean(-1).sqrt()
 
+    def normalized_distance_matrix(self, level: int = 0) -> np.ndarray:
+        """distance_matrix over its mean (a unitless β for the acoustic rule); cached,
+        so every TTS session sharing this codec shares one 4 MB matrix."""
+        key = -1 - level
+        if key not in self._dist:
+            d = self.distance_matrix(level)
+            self._dist[key] = d / d.mean()
+        return self._dist[key].numpy()
+
     def distance_matrix(self, level: int = 0) -> torch.Tensor:
         """(K, K) code_distance of every pair at ``level`` (cached; 4 MB per level)."""
         if level not in self._dist:
@@ -229,16 +269,26 @@ class MelVQCodec:
 class CodecStreamDecoder:
     """Codes frame by frame (or in blocks) → audio chunks; seams match whole-utterance decode.
 
-    Wraps ``StreamingVocoder``: audio for a step is emitted once ``lookahead``
-    further mel frames (3 steps with the default 12) have arrived; ``flush``
-    emits the rest. Chunks are float32 at 22,050 Hz.
+    Wraps ``ExactStreamingVocoder`` (each conv keeps its own left context; audio
+    for a mel frame comes out once about 12 further frames have arrived) or, with
+    ``exact=False`` or a vocoder that is not the fast generator, ``StreamingVocoder``
+    (audio for a step is emitted once ``lookahead`` further mel frames have arrived,
+    ``left`` frames of context re-synthesized per chunk). ``flush`` emits the rest.
+    Chunks are float32 at 22,050 Hz.
     """
 
-    def __init__(self, codec: MelVQCodec, *, left: int = 12, lookahead: int = 12) -> None:
-        from voicepipe.nn.hifigan import StreamingVocoder
+    def __init__(
+        self, codec: MelVQCodec, *, left: int = 12, lookahead: int = 12, exact: bool = True
+    ) -> None:
+        from voicepipe.nn.hifigan import FastGenerator, StreamingVocoder
+        from voicepipe.nn.hifigan_stream import ExactStreamingVocoder
 
         self.codec = codec
-        self.sv = StreamingVocoder(codec.vocoder, left=left, lookahead=lookahead)
+        voc = codec.vocoder
+        if exact and isinstance(getattr(voc, "model", None), FastGenerator):
+            self.sv = ExactStreamingVocoder(voc)
+        else:
+            self.sv = StreamingVocoder(voc, left=left, lookahead=lookahead)
 
     def push(self, codes) -> torch.Tensor:
         c = torch.as_tensor(np.asarray(codes) if not torch.is_tensor(codes) else codes)
@@ -264,7 +314,9 @@ def from_config(cfg, *, q: int | None = None) -> Codec:
         from voicepipe.nn.encodec_backend import EncodecCodec
 
         if not cfg.encodec_path:
-            raise ValueError("codec.backend=encodec needs --codec.encodec_path=FILE "
-                             "(EnCodec 24 kHz weights, e.g. encodec_24khz-d7cc33bc.th)")
+            raise ValueError(
+                "codec.backend=encodec needs --codec.encodec_path=FILE "
+                "(EnCodec 24 kHz weights, e.g. encodec_24khz-d7cc33bc.th)"
+            )
         return EncodecCodec.load(cfg.encodec_path, q=q)
     raise ValueError(f"unknown codec.backend {cfg.backend!r} (melvq | encodec)")

@@ -53,13 +53,14 @@ class ModelArgs:
         return asdict(self)
 
 
-class KVCache(nn.Module):
-    """Preallocated (B, H, T_max, D) keys/values; rollback = overwrite from an earlier pos."""
+class KVCache:
+    """Preallocated (B, H, T_max, D) keys/values of one layer; rollback = overwrite from an
+    earlier pos. Decoding state, not part of the model: every utterance (and session)
+    has its own, so one loaded model serves them all."""
 
     def __init__(self, b: int, h: int, t_max: int, d: int, dtype: torch.dtype) -> None:
-        super().__init__()
-        self.register_buffer("k", torch.zeros(b, h, t_max, d, dtype=dtype), persistent=False)
-        self.register_buffer("v", torch.zeros(b, h, t_max, d, dtype=dtype), persistent=False)
+        self.k = torch.zeros(b, h, t_max, d, dtype=dtype)
+        self.v = torch.zeros(b, h, t_max, d, dtype=dtype)
 
     def update(self, pos: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         s = k.shape[2]
@@ -92,14 +93,20 @@ class Block(nn.Module):
         self.o = nn.Linear(a.dim, a.dim, bias=False)
         self.up = nn.Linear(a.dim, a.ffn_mult * a.dim)
         self.down = nn.Linear(a.ffn_mult * a.dim, a.dim)
-        self.cache: KVCache | None = None
 
-    def forward(self, x: Tensor, rope: Tensor, pos: int | None, mask: Tensor | None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        rope: Tensor,
+        pos: int | None,
+        mask: Tensor | None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         b, s, d = x.shape
         qkv = self.qkv(self.n1(x)).view(b, s, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
         q, k, v = apply_rope(qkv[0], rope), apply_rope(qkv[1], rope), qkv[2]  # (B, H, S, hd)
-        if pos is not None and self.cache is not None:
-            k, v = self.cache.update(pos, k, v)  # (B, H, pos+S, hd)
+        if pos is not None and cache is not None:
+            k, v = cache.update(pos, k, v)  # (B, H, pos+S, hd)
         if mask is None and pos is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -151,8 +158,9 @@ class CodecLM(nn.Module):
         self.register_buffer("rope", rope_table(a), persistent=False)
 
     # -- conditioning ---------------------------------------------------------------------
-    def condition(self, phon: Tensor, index: Tensor, ahead: Tensor, progress: Tensor,
-                  dur_bucket: Tensor) -> Tensor:
+    def condition(
+        self, phon: Tensor, index: Tensor, ahead: Tensor, progress: Tensor, dur_bucket: Tensor
+    ) -> Tensor:
         """phon (B, P); index/progress/dur_bucket (B, T); ahead (B, T, LA) → cond (B, T, d)."""
         e = self.ph_emb(phon)
         for blk in self.enc:
@@ -165,11 +173,20 @@ class CodecLM(nn.Module):
         return self.cond_proj(g) + self.prog_emb(progress) + self.dur_emb(dur_bucket)
 
     # -- trunk ----------------------------------------------------------------------------
-    def forward(self, prev0: Tensor, cond: Tensor, pos: int | None = None) -> Tensor:
+    def forward(
+        self,
+        prev0: Tensor,
+        cond: Tensor,
+        pos: int | None = None,
+        cache: list[KVCache] | None = None,
+    ) -> Tensor:
         """prev0 (B, S) previous-frame level-0 codes, cond (B, S, d) → h (B, S, d).
 
-        pos None: full causal pass (training). pos int: KV-cached pass writing positions
-        pos … pos+S-1 (S = 1 for a plain AR step, K+1 to verify K drafts)."""
+        pos None: full causal pass (training). pos int with ``cache`` (from
+        ``new_cache``): KV-cached pass writing positions pos … pos+S-1 (S = 1 for a
+        plain AR step, K+1 to verify K drafts). The model itself holds no decoding state."""
+        if pos is not None and cache is None:
+            raise ValueError("a KV-cached pass (pos given) needs cache=model.new_cache(…)")
         x = self.code_emb(prev0) + cond
         s = x.shape[1]
         if pos is None:
@@ -179,8 +196,8 @@ class CodecLM(nn.Module):
             mask = None
             if s > 1:  # new rows see every cached frame and the new ones causally
                 mask = torch.ones(s, pos + s, dtype=torch.bool, device=x.device).tril(pos)
-        for blk in self.blocks:
-            x = blk(x, rope, pos, mask)
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, rope, pos, mask, cache[i] if cache is not None else None)
         return self.norm(x)
 
     def logits0(self, h: Tensor) -> Tensor:
@@ -195,8 +212,9 @@ class CodecLM(nn.Module):
         return torch.stack(out, dim=-2)
 
     @torch.no_grad()
-    def sample_deep(self, h: Tensor, c0: Tensor, temperature: float = 0.0,
-                    gen: torch.Generator | None = None) -> Tensor:
+    def sample_deep(
+        self, h: Tensor, c0: Tensor, temperature: float = 0.0, gen: torch.Generator | None = None
+    ) -> Tensor:
         """h (N, d), c0 (N,) → (N, Q) codes, deeper levels greedy or sampled given level 0."""
         codes, z = [c0], h
         for lvl in self.depth:
@@ -210,19 +228,20 @@ class CodecLM(nn.Module):
         return torch.stack(codes, dim=-1)
 
     # -- inference state ------------------------------------------------------------------
-    def setup_cache(self, t_max: int, batch: int = 1) -> None:
+    def new_cache(self, t_max: int, batch: int = 1) -> list[KVCache]:
+        """Fresh per-utterance KV state (one KVCache per layer) for up to t_max frames."""
         a = self.args
         dtype = next(self.parameters()).dtype
         t_max = min(t_max, a.max_frames)
-        for blk in self.blocks:
-            blk.cache = KVCache(batch, a.n_heads, t_max, a.dim // a.n_heads, dtype)
+        return [KVCache(batch, a.n_heads, t_max, a.dim // a.n_heads, dtype) for _ in self.blocks]
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
 
-def lm_loss(model: CodecLM, phon: Tensor, al: dict[str, Tensor], prev0: Tensor, codes: Tensor,
-            mask: Tensor) -> tuple[Tensor, dict[str, float]]:
+def lm_loss(
+    model: CodecLM, phon: Tensor, al: dict[str, Tensor], prev0: Tensor, codes: Tensor, mask: Tensor
+) -> tuple[Tensor, dict[str, float]]:
     """Masked cross-entropy over level 0 and (if any) the deeper levels; codes (B, T, Q)."""
     cond = model.condition(phon, al["index"], al["ahead"], al["progress"], al["dur_bucket"])
     h = model(prev0, cond)
@@ -234,8 +253,9 @@ def lm_loss(model: CodecLM, phon: Tensor, al: dict[str, Tensor], prev0: Tensor, 
     total = loss0
     if model.args.n_q > 1:
         dl = model.depth_logits(h, codes)  # (B, T, Q-1, V)
-        ced = F.cross_entropy(dl.permute(0, 3, 1, 2), codes[..., 1 : model.args.n_q],
-                              reduction="none")  # (B, T, Q-1)
+        ced = F.cross_entropy(
+            dl.permute(0, 3, 1, 2), codes[..., 1 : model.args.n_q], reduction="none"
+        )  # (B, T, Q-1)
         lossd = (ced * m.unsqueeze(-1)).sum() / (denom * (model.args.n_q - 1))
         stats["ce_deep"] = float(lossd.detach())
         total = total + lossd
@@ -243,24 +263,32 @@ def lm_loss(model: CodecLM, phon: Tensor, al: dict[str, Tensor], prev0: Tensor, 
     return total, stats
 
 
-def corrupt_prev(codes0: Tensor, args: ModelArgs, p_replace: float, p_drop: float,
-                 gen: torch.Generator | None = None) -> Tensor:
+def corrupt_prev(
+    codes0: Tensor,
+    args: ModelArgs,
+    p_replace: float,
+    p_drop: float,
+    gen: torch.Generator | None = None,
+) -> Tensor:
     """Shifted level-0 input with BOS, 30%-style random replacement and frame dropout (probe)."""
     b, t = codes0.shape
     prev = torch.cat([torch.full((b, 1), args.bos, dtype=codes0.dtype), codes0[:, :-1]], 1)
     r = torch.rand(b, t, generator=gen)
     rand_codes = torch.randint(0, args.codebook, (b, t), generator=gen, dtype=codes0.dtype)
     prev = torch.where(r < p_replace, rand_codes, prev)
-    prev = torch.where((r >= p_replace) & (r < p_replace + p_drop),
-                       torch.full_like(prev, args.drop), prev)
+    prev = torch.where(
+        (r >= p_replace) & (r < p_replace + p_drop), torch.full_like(prev, args.drop), prev
+    )
     prev[:, 0] = args.bos
     return prev
 
 
 def describe(model: CodecLM) -> str:
     a = model.args
-    return (f"CodecLM {model.n_params() / 1e6:.1f}M params: {a.n_layers}×d{a.dim} "
-            f"heads {a.n_heads}, Q={a.n_q}, codebook {a.codebook}, lookahead {LOOKAHEAD}")
+    return (
+        f"CodecLM {model.n_params() / 1e6:.1f}M params: {a.n_layers}×d{a.dim} "
+        f"heads {a.n_heads}, Q={a.n_q}, codebook {a.codebook}, lookahead {LOOKAHEAD}"
+    )
 
 
 def init_weights(model: CodecLM) -> None:

@@ -10,6 +10,7 @@ nothing but the positions they occupied.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,13 +23,16 @@ from voicepipe.nn.phonemes import FrameAlign, align
 
 
 class _Cached:
-    """Shared bookkeeping: the cache holds positions 0..len(inputs)-1 built from inputs."""
+    """Shared bookkeeping: the cache holds positions 0..len(inputs)-1 built from inputs.
+
+    The KV cache belongs to this object (one utterance), not to the model, so any
+    number of utterances and sessions decode concurrently over one loaded model."""
 
     def __init__(self, model: CodecLM, cond: torch.Tensor) -> None:
         self.model = model
         self.cond = cond  # (1, T, d)
         self.inputs: list[int] = []
-        model.setup_cache(cond.shape[1] + 16)
+        self.cache = model.new_cache(cond.shape[1] + 16)
 
     def _valid(self, wanted: list[int]) -> int:
         n = 0
@@ -51,7 +55,7 @@ class _Cached:
             pad = self.cond[:, -1:].expand(1, len(new) - cond.shape[1], -1)
             cond = torch.cat([cond, pad], 1)
         x = torch.tensor([new], dtype=torch.long)
-        h = self.model(x, cond, pos=n)[0]
+        h = self.model(x, cond, pos=n, cache=self.cache)[0]
         self.inputs = list(wanted)
         return h
 
@@ -61,8 +65,9 @@ def _inputs(history: list[int], bos: int) -> list[int]:
 
 
 class CodecLMDrafter(_Cached):
-    def __init__(self, model: CodecLM, cond: torch.Tensor, temperature: float = 0.0,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, model: CodecLM, cond: torch.Tensor, temperature: float = 0.0, seed: int = 0
+    ) -> None:
         super().__init__(model, cond)
         self.temperature = temperature
         self.gen = torch.Generator().manual_seed(seed)
@@ -86,8 +91,9 @@ class CodecLMDrafter(_Cached):
 
 
 class CodecLMScorer(_Cached):
-    def __init__(self, model: CodecLM, cond: torch.Tensor, deep_temperature: float = 0.0,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, model: CodecLM, cond: torch.Tensor, deep_temperature: float = 0.0, seed: int = 0
+    ) -> None:
         super().__init__(model, cond)
         self.deep_temperature = deep_temperature
         self.gen = torch.Generator().manual_seed(seed + 1)
@@ -150,16 +156,27 @@ def conditioning(model: CodecLM, ids: list[int], al: FrameAlign) -> torch.Tensor
     """Per-frame conditioning (1, T, d) for one utterance."""
     with torch.inference_mode():
         t = torch.from_numpy
-        return model.condition(torch.tensor([ids]), t(al.index)[None], t(al.ahead)[None],
-                               t(al.progress)[None], t(al.dur_bucket)[None])
+        return model.condition(
+            torch.tensor([ids]),
+            t(al.index)[None],
+            t(al.ahead)[None],
+            t(al.progress)[None],
+            t(al.dur_bucket)[None],
+        )
 
 
-def plan(models: TTSModels, ids: list[int], durations: list[int] | None = None,
-         pace: float = 1.0) -> tuple[list[int], FrameAlign]:
+def plan(
+    models: TTSModels, ids: list[int], durations: list[int] | None = None, pace: float = 1.0
+) -> tuple[list[int], FrameAlign]:
     """Durations (predicted unless given, e.g. the teacher's) and the frame alignment."""
     if durations is None:
         durations = models.duration.predict(ids, pace)
     return durations, align(durations)
+
+
+_SHARED: dict[tuple, tuple[TTSModels, object]] = {}
+_SHARED_LOCK = threading.Lock()
+_WARMED: set[tuple] = set()  # (codec, push sizes) whose vocoder shapes ran once
 
 
 # -- synthesis ----------------------------------------------------------------------------
@@ -176,8 +193,15 @@ class SynthOptions:
 
     @classmethod
     def from_config(cls, tts) -> SynthOptions:  # tts: voicepipe.config.TtsConfig
-        return cls(rule=tts.rule, beta=tts.beta, top_k=tts.top_k, spec_k=tts.spec_k,
-                   adaptive_k=tts.adaptive_k, temperature=tts.temperature, seed=tts.seed)
+        return cls(
+            rule=tts.rule,
+            beta=tts.beta,
+            top_k=tts.top_k,
+            spec_k=tts.spec_k,
+            adaptive_k=tts.adaptive_k,
+            temperature=tts.temperature,
+            seed=tts.seed,
+        )
 
 
 @dataclass
@@ -205,27 +229,63 @@ class CodecLMTTS:
     for time-to-first-audio), then ``chunk_frames`` at a time (larger, so the
     vocoder's re-synthesized left context costs less per second of audio)."""
 
-    def __init__(self, models: TTSModels, codec, *, chunk_frames: int = 8,
-                 first_frames: int = 4, threads: int = 2) -> None:
+    def __init__(
+        self,
+        models: TTSModels,
+        codec,
+        *,
+        chunk_frames: int = 8,
+        first_frames: int = 4,
+        threads: int = 2,
+        lm_threads: int = 1,
+    ) -> None:
         self.m = models
         self.codec = codec  # voicepipe.nn.codec.MelVQCodec (its vocoder decodes)
         self.chunk_frames = chunk_frames
         self.first_frames = first_frames
-        # One thread count for LM and vocoder: switching torch's pool per call costs more
-        # than it saves. On a busy machine run with OMP_WAIT_POLICY=PASSIVE in the
-        # environment, or idle OpenMP threads spin and 2 threads get slower than 1.
+        # The vocoder's convs scale to 2 threads; the LM's ops are tiny (one frame, d=256),
+        # and with OMP_WAIT_POLICY=PASSIVE (set by the CLI) every parallel region wakes a
+        # sleeping thread, so the LM is faster on 1 (LM RTF 0.040 vs 0.047, BENCHMARKS.md).
+        # The count is set on the calling thread before each LM step and vocoder push:
+        # a stage advances the generator from whichever worker thread is free.
         self.threads = threads
-        self._distance = None
+        self.lm_threads = lm_threads
 
     @classmethod
-    def from_config(cls, cfg, models_path: str | Path | None = None,
-                    models: TTSModels | None = None) -> CodecLMTTS:
+    def from_config(
+        cls, cfg, models_path: str | Path | None = None, models: TTSModels | None = None
+    ) -> CodecLMTTS:
+        """A TTS with its own freshly loaded weights (benches, one-off commands);
+        sessions use ``shared(cfg)``."""
         from voicepipe import registry
         from voicepipe.nn.codec import MelVQCodec
 
         if models is None:
             models = load_models(models_path or registry.resolve("codec-lm-hibari"))
         codec = MelVQCodec.load(cfg.codec.model, q=cfg.codec.q, vocoder_name=cfg.codec.vocoder)
+        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames)
+
+    @classmethod
+    def shared(cls, cfg, models_path: str | Path | None = None) -> CodecLMTTS:
+        """A per-session TTS over process-wide shared weights (codec LM, draft, duration
+        predictor, codebooks, vocoder and its prepacked streaming plan). Cheap after the
+        first call: a session's state is only its per-utterance KV caches and stream."""
+        from voicepipe import registry
+        from voicepipe.nn.codec import MelVQCodec
+        from voicepipe.nn.hifigan_stream import plan_for
+
+        path = str(models_path or registry.resolve("codec-lm-hibari"))
+        key = (path, cfg.codec.model, cfg.codec.q, cfg.codec.vocoder)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                models = load_models(path)
+                codec = MelVQCodec.load(
+                    cfg.codec.model, q=cfg.codec.q, vocoder_name=cfg.codec.vocoder
+                )
+                if getattr(codec.vocoder, "fast", False):
+                    plan_for(codec.vocoder.model)  # prepack once, not in a session's turn
+                _SHARED[key] = (models, codec)
+            models, codec = _SHARED[key]
         return cls(models, codec, chunk_frames=cfg.codec.chunk_frames)
 
     def distance(self) -> np.ndarray:
@@ -235,13 +295,15 @@ class CodecLMTTS:
         0.5–0.8 apart and the mean pair 2.2 apart, so a β sweep of 0…0.5 in raw
         units would accept almost nothing; normalised, β = 0.3 reaches about the
         median nearest neighbour."""
-        if self._distance is None:
-            d = self.codec.distance_matrix(0).numpy()
-            self._distance = d / d.mean()
-        return self._distance
+        return self.codec.normalized_distance_matrix(0)
 
-    def codes(self, text: str, opts: SynthOptions, stats: dict | None = None,
-              durations: list[int] | None = None):
+    def codes(
+        self,
+        text: str,
+        opts: SynthOptions,
+        stats: dict | None = None,
+        durations: list[int] | None = None,
+    ):
         """Yield (N, Q) code blocks for ``text`` (speculative or plain AR per opts.rule)."""
         from voicepipe.core.audio_spec import AdaptiveK, SpecStats, decode
         from voicepipe.nn.hibari_teacher import text_to_ids
@@ -250,47 +312,74 @@ class CodecLMTTS:
         if len(ids) < 3:
             return
         durations, al = plan(self.m, ids, durations, opts.pace)
-        scorer = CodecLMScorer(self.m.target, conditioning(self.m.target, ids, al),
-                               seed=opts.seed)
+        scorer = CodecLMScorer(self.m.target, conditioning(self.m.target, ids, al), seed=opts.seed)
         drafter = None
         if opts.rule != "ar" and opts.spec_k > 0:
-            drafter = CodecLMDrafter(self.m.draft, conditioning(self.m.draft, ids, al),
-                                     temperature=opts.temperature, seed=opts.seed)
+            drafter = CodecLMDrafter(
+                self.m.draft,
+                conditioning(self.m.draft, ids, al),
+                temperature=opts.temperature,
+                seed=opts.seed,
+            )
         st = SpecStats()
         yield from decode(
-            drafter, scorer, al.n_frames, rule=_ar_rule(opts),
-            beta=opts.beta, top_k=opts.top_k, temperature=opts.temperature,
+            drafter,
+            scorer,
+            al.n_frames,
+            rule=_ar_rule(opts),
+            beta=opts.beta,
+            top_k=opts.top_k,
+            temperature=opts.temperature,
             distance=self.distance() if opts.rule == "acoustic" else None,
-            k=AdaptiveK(k=max(1, opts.spec_k), adaptive=opts.adaptive_k), seed=opts.seed,
-            stats=st)
+            k=AdaptiveK(k=max(1, opts.spec_k), adaptive=opts.adaptive_k),
+            seed=opts.seed,
+            stats=st,
+        )
         if stats is not None:
             stats.update(st.to_dict())
 
-    def stream(self, text: str, opts: SynthOptions, stats: dict | None = None,
-               durations: list[int] | None = None):
+    def stream(
+        self,
+        text: str,
+        opts: SynthOptions,
+        stats: dict | None = None,
+        durations: list[int] | None = None,
+    ):
         """Yield float32 22,050 Hz audio chunks as soon as the vocoder has them."""
-        torch.set_num_threads(self.threads)
         dec = self.codec.stream_decoder()
+        q = self.codec.q
         pending: list[np.ndarray] = []
         n_pending, first = 0, True
         lm_s, t0 = 0.0, _now()
         gen = self.codes(text, opts, stats, durations)
         while True:
             t_lm = _now()
+            torch.set_num_threads(self.lm_threads)
             block = next(gen, None)
+            torch.set_num_threads(self.threads)
             lm_s += _now() - t_lm
-            if block is not None:
-                pending.append(block)
-                n_pending += len(block)
-            need = self.first_frames if first else self.chunk_frames
-            if pending and (n_pending >= need or block is None):
-                wave = dec.push(np.concatenate(pending)[:, : self.codec.q])
-                pending, n_pending = [], 0
-                if len(wave):
-                    first = False
-                    yield wave.numpy()
             if block is None:
                 break
+            pending.append(block)
+            n_pending += len(block)
+            need = self.first_frames if first else self.chunk_frames
+            while n_pending >= need:
+                # Exactly ``need`` frames per push: the vocoder then sees a few fixed
+                # input widths, and oneDNN's cached conv primitives are reused.
+                codes = np.concatenate(pending)
+                wave = dec.push(codes[:need, :q])
+                rest = codes[need:]
+                pending, n_pending = ([rest] if len(rest) else []), len(rest)
+                first, need = False, self.chunk_frames
+                if len(wave):
+                    yield wave.numpy()
+        if n_pending:  # the tail in power-of-two pieces, for the same reason
+            codes = np.concatenate(pending)
+            for size in _pieces(len(codes)):
+                wave = dec.push(codes[:size, :q])
+                codes = codes[size:]
+                if len(wave):
+                    yield wave.numpy()
         tail = dec.flush()
         if len(tail):
             yield tail.numpy()
@@ -298,8 +387,33 @@ class CodecLMTTS:
             stats["lm_s"] = lm_s
             stats["wall_s"] = _now() - t0
 
-    def synth(self, text: str, opts: SynthOptions,
-              durations: list[int] | None = None) -> SynthResult:
+    def warm_up(self) -> None:
+        """Run every vocoder input width a stream uses once (first chunk, chunk, tail
+        pieces, flush), so a session's first reply doesn't pay oneDNN's primitive
+        creation. The primitive cache is per process: once is enough for all sessions
+        sharing this codec; later calls only synthesize a short word (LM warm-up)."""
+        top = max(self.first_frames, self.chunk_frames)
+        sizes = (
+            self.first_frames,
+            self.chunk_frames,
+            *(1 << b for b in range(top.bit_length()) if 1 << b < top),
+        )
+        with _SHARED_LOCK:
+            todo = (id(self.codec), sizes) not in _WARMED
+            _WARMED.add((id(self.codec), sizes))
+        if todo:
+            torch.set_num_threads(self.threads)
+            dec = self.codec.stream_decoder()
+            z = np.zeros((1, self.codec.q), np.int64)
+            for n in sizes:
+                dec.push(np.repeat(z, n, 0))
+            dec.flush()
+        for _ in self.stream("Okay.", SynthOptions()):
+            pass
+
+    def synth(
+        self, text: str, opts: SynthOptions, durations: list[int] | None = None
+    ) -> SynthResult:
         stats: dict = {}
         t0 = _now()
         chunks, ttfa = [], None
@@ -309,14 +423,15 @@ class CodecLMTTS:
             chunks.append(c)
         wall = _now() - t0
         audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-        return SynthResult(audio, np.zeros((0, 0), np.int64), stats, ttfa or wall, wall,
-                           stats.get("lm_s", 0.0))
+        return SynthResult(
+            audio, np.zeros((0, 0), np.int64), stats, ttfa or wall, wall, stats.get("lm_s", 0.0)
+        )
 
-
-    def decode_codes(self, text: str, opts: SynthOptions,
-                     durations: list[int] | None = None) -> tuple[np.ndarray, dict, float]:
+    def decode_codes(
+        self, text: str, opts: SynthOptions, durations: list[int] | None = None
+    ) -> tuple[np.ndarray, dict, float]:
         """Codes only (no vocoder): (T, Q) codes, stats, LM seconds — for speed sweeps."""
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(self.lm_threads)
         stats: dict = {}
         t0 = _now()
         blocks, n = [], 0
@@ -329,6 +444,11 @@ class CodecLMTTS:
         q = self.m.target.args.n_q
         codes = np.concatenate(blocks) if blocks else np.zeros((0, q), np.int64)
         return codes, stats, lm_s
+
+
+def _pieces(n: int) -> list[int]:
+    """n as a sum of decreasing powers of two (13 → 8, 4, 1)."""
+    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
 
 
 def _now() -> float:

@@ -35,11 +35,13 @@ class DurationPredictor(nn.Module):
         self.args = a
         self.emb = nn.Embedding(a.n_phon, a.dim)
         self.pos = nn.Embedding(a.max_len, a.dim)
-        self.convs = nn.ModuleList([nn.Conv1d(a.dim, a.dim, 5, padding=2)
-                                    for _ in range(a.conv_layers)])
+        self.convs = nn.ModuleList(
+            [nn.Conv1d(a.dim, a.dim, 5, padding=2) for _ in range(a.conv_layers)]
+        )
         self.norms = nn.ModuleList([nn.LayerNorm(a.dim) for _ in range(a.conv_layers)])
-        layer = nn.TransformerEncoderLayer(a.dim, a.n_heads, 4 * a.dim, dropout=0.1,
-                                           batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            a.dim, a.n_heads, 4 * a.dim, dropout=0.1, batch_first=True, norm_first=True
+        )
         self.attn = nn.TransformerEncoder(layer, a.attn_layers, enable_nested_tensor=False)
         self.out = nn.Linear(a.dim, 1)
 

@@ -88,12 +88,14 @@ class Generator(nn.Module):
         self.conv_pre = nn.Conv1d(args.num_mels, ch, 7, 1, padding=3)
         self.ups = nn.ModuleList()
         self.resblocks = nn.ModuleList()
-        for i, (u, k) in enumerate(zip(args.upsample_rates, args.upsample_kernel_sizes,
-                                       strict=True)):
+        for i, (u, k) in enumerate(
+            zip(args.upsample_rates, args.upsample_kernel_sizes, strict=True)
+        ):
             c_in, c_out = ch // 2**i, ch // 2 ** (i + 1)
             self.ups.append(nn.ConvTranspose1d(c_in, c_out, k, u, padding=(k - u) // 2))
-            for rk, rd in zip(args.resblock_kernel_sizes, args.resblock_dilation_sizes,
-                              strict=True):
+            for rk, rd in zip(
+                args.resblock_kernel_sizes, args.resblock_dilation_sizes, strict=True
+            ):
                 self.resblocks.append(ResBlock1(c_out, rk, rd))
         self.conv_post = nn.Conv1d(ch // 2 ** len(args.upsample_rates), 1, 7, 1, padding=3)
 
@@ -139,8 +141,11 @@ def load_generator(path: str | Path = "hifigan-universal") -> Generator:
             raise registry.ModelError(f"{p}: no generator checkpoint (generator*.pth.tar)")
         ckpt = found[0]
     cfg_path = ckpt.parent / "config.json"
-    args = ModelArgs.from_config(json.loads(cfg_path.read_text())) if cfg_path.exists() \
+    args = (
+        ModelArgs.from_config(json.loads(cfg_path.read_text()))
+        if cfg_path.exists()
         else ModelArgs()
+    )
     try:
         state = torch.load(ckpt, map_location="cpu", weights_only=True)
     except Exception as e:  # corrupt or truncated file: name it and the fix
@@ -156,8 +161,13 @@ def load_generator(path: str | Path = "hifigan-universal") -> Generator:
 
 def _conv2d(c: nn.Conv1d, scale: float = 1.0, out_pad: int = 0) -> nn.Conv2d:
     """Conv1d → Conv2d with a (1, k) kernel; ``out_pad`` extra all-zero output channels."""
-    m = nn.Conv2d(c.in_channels, c.out_channels + out_pad, (1, c.kernel_size[0]),
-                  padding=(0, c.padding[0]), dilation=(1, c.dilation[0]))
+    m = nn.Conv2d(
+        c.in_channels,
+        c.out_channels + out_pad,
+        (1, c.kernel_size[0]),
+        padding=(0, c.padding[0]),
+        dilation=(1, c.dilation[0]),
+    )
     w = torch.zeros(c.out_channels + out_pad, c.in_channels, 1, c.kernel_size[0])
     w[: c.out_channels] = c.weight.data[:, :, None, :] * scale
     b = torch.zeros(c.out_channels + out_pad)
@@ -214,11 +224,14 @@ class FastGenerator(nn.Module):
         nk = g.num_kernels
         self.nk, self.dtype, self.args = nk, dtype, g.args
         self.conv_pre = _conv2d(g.conv_pre)
-        self.ups = nn.ModuleList(_Polyphase(u, 1.0 if i == 0 else 1.0 / nk)
-                                 for i, u in enumerate(g.ups))
+        self.ups = nn.ModuleList(
+            _Polyphase(u, 1.0 if i == 0 else 1.0 / nk) for i, u in enumerate(g.ups)
+        )
         self.blocks = nn.ModuleList(
-            nn.ModuleList(nn.ModuleList([_conv2d(a), _conv2d(b)])
-                          for a, b in zip(rb.convs1, rb.convs2, strict=True))
+            nn.ModuleList(
+                nn.ModuleList([_conv2d(a), _conv2d(b)])
+                for a, b in zip(rb.convs1, rb.convs2, strict=True)
+            )
             for rb in g.resblocks
         )
         self.conv_post = _conv2d(g.conv_post, 1.0 / nk, out_pad=15)
@@ -266,8 +279,14 @@ class Vocoder:
     weights frozen); slow to compile and not faster here, kept for the benchmark.
     """
 
-    def __init__(self, model: Generator | None = None, *, dtype: str = "auto",
-                 fast: bool = True, compile: bool = False) -> None:
+    def __init__(
+        self,
+        model: Generator | None = None,
+        *,
+        dtype: str = "auto",
+        fast: bool = True,
+        compile: bool = False,
+    ) -> None:
         if dtype == "auto":
             dtype = "bf16-weights" if cpu_has_bf16() else "fp32"
         if dtype not in ("fp32", "bf16", "bf16-weights"):

@@ -28,11 +28,20 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
 
 
 def preload(cfg: Config) -> None:
-    """Load ASR, LLM and TTS weights once, so the first turn pays no loading time."""
+    """Load ASR, LLM and TTS weights once, so the first turn pays no loading time.
+
+    The codec-LM TTS weights (LM, draft, durations, codebooks, vocoder) load into
+    the process-wide share every session's TTS stage uses, and the warm-up runs
+    the vocoder's streaming shapes once for the whole process."""
     from voicepipe.nn.asr import WhisperAsr
     from voicepipe.stages.llm import engine_for
     from voicepipe.stages.tts import make_backend
 
     WhisperAsr.from_config(cfg)
     engine_for(cfg)
-    make_backend(cfg)
+    if cfg.tts.backend == "codec-lm":
+        from voicepipe.nn.codec_tts import CodecLMTTS
+
+        CodecLMTTS.shared(cfg).warm_up()
+    else:
+        make_backend(cfg)  # hibari: loads its ONNX session and warms the file cache

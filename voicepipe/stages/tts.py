@@ -87,7 +87,9 @@ class CodecLMBackend:
     def __init__(self, cfg: Config) -> None:
         from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions
 
-        self.tts = CodecLMTTS.from_config(cfg)
+        # Weights are shared by every session of the process (loaded by the first one, or
+        # by the pipeline's preload); a backend holds only its options and last stats.
+        self.tts = CodecLMTTS.shared(cfg)
         self.opts = SynthOptions.from_config(cfg.tts)
         self.last_stats: dict = {}
 
@@ -95,6 +97,9 @@ class CodecLMBackend:
         stats: dict = {}
         yield from self.tts.stream(text, self.opts, stats)
         self.last_stats = stats
+
+    def warm_up(self) -> None:
+        self.tts.warm_up()
 
 
 def make_backend(cfg: Config) -> TTSBackend:
@@ -109,6 +114,10 @@ _DONE = object()
 
 
 def _warm_up(backend: TTSBackend) -> None:
+    warm = getattr(backend, "warm_up", None)
+    if warm is not None:
+        warm()
+        return
     for _ in backend.stream("Okay."):
         pass
 
@@ -150,8 +159,9 @@ class TTSStage(Stage):
                 return
             played_s = frame.played_samples / frame.sample_rate
             if played_s < reply.seconds - 0.05:  # cut short, not merely played to the end
-                await self.push_upstream(ReplyHeard(turn_id=frame.reply_turn,
-                                                    text=reply.heard(played_s)))
+                await self.push_upstream(
+                    ReplyHeard(turn_id=frame.reply_turn, text=reply.heard(played_s))
+                )
 
     def _record(self, turn: int, text: str, seconds: float, complete: bool) -> None:
         if not complete:  # cut mid-chunk: its words spread over the audio it would have had
@@ -174,9 +184,14 @@ class TTSStage(Stage):
                     chunk = await asyncio.to_thread(next, gen, _DONE)
                 except Exception as e:  # one bad chunk must not end the session
                     log.exception("tts backend failed on %r", frame.text)
-                    await self.push(ErrorFrame(turn_id=frame.turn_id, code="tts_error",
-                                               message=f"could not speak a chunk: {e!r}",
-                                               fatal=False))
+                    await self.push(
+                        ErrorFrame(
+                            turn_id=frame.turn_id,
+                            code="tts_error",
+                            message=f"could not speak a chunk: {e!r}",
+                            fatal=False,
+                        )
+                    )
                     break
                 if chunk is _DONE:
                     complete = True
@@ -188,13 +203,23 @@ class TTSStage(Stage):
                     continue
                 if first:
                     first = False
-                    await self.push(SpanFrame(
-                        turn_id=frame.turn_id, name="tts.ttfa", start_ns=start, end_ns=now_ns(),
-                        attrs={"backend": self.backend.name, "chars": len(frame.text),
-                               "queued_ms": (start - frame.t_ns) / 1e6}))
+                    await self.push(
+                        SpanFrame(
+                            turn_id=frame.turn_id,
+                            name="tts.ttfa",
+                            start_ns=start,
+                            end_ns=now_ns(),
+                            attrs={
+                                "backend": self.backend.name,
+                                "chars": len(frame.text),
+                                "queued_ms": (start - frame.t_ns) / 1e6,
+                            },
+                        )
+                    )
                 samples += len(pcm)
-                await self.push(ReplyAudio(turn_id=frame.turn_id, pcm=pcm,
-                                           sample_rate=self.backend.sample_rate))
+                await self.push(
+                    ReplyAudio(turn_id=frame.turn_id, pcm=pcm, sample_rate=self.backend.sample_rate)
+                )
         finally:
             self._record(frame.turn_id, frame.text, samples / self.backend.sample_rate, complete)
             # If the worker thread is still inside the generator (cancelled mid-chunk),
