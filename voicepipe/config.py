@@ -84,7 +84,7 @@ class TurnsConfig:
 @dataclass(frozen=True)
 class LlmConfig:
     model: str = "smollm2-135m"
-    weights: str = "int8"  # fp32 | bf16 | int8 | int4
+    weights: str = "int4"  # fp32 | bf16 | int8 | int4 (int4 = the GGUF's own Q4_1 grid)
     drafter: str = "ngram"  # none | ngram | draft model name
     spec_k: int = 4
     adaptive_k: bool = True

@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         for w in formats:
             out["models"].append(model_row(model, w, n, args.repeats))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
-            if w == "int8" and out["models"][-1]["kernel"] != "aten":  # the kernel's effect
+            if w in ("int8", "int4") and out["models"][-1]["kernel"] != "aten":  # kernels off
                 out["models"].append(model_row(model, w, n, args.repeats, kernels=False))
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if not args.no_drafters:

@@ -2,25 +2,25 @@
 
 An EAGLE draft reads the target's features, which the plain ``Target``
 protocol does not hand out. ``FeatureTarget`` is the engine's ``ModelTarget``
-plus a tap on the model's LM head that records the (post-norm) feature of
-every position the target feeds; ``EagleProposer`` reads them. The pair is
+keeping the (post-norm) feature of every position the target feeds;
+``EagleProposer`` reads them. The pair is
 built together by ``attach`` and then used like any target / proposer:
 
     target, proposer = attach(model, load_draft("smollm2-draft"))
     SpeculativeDecoder(target, proposer, SamplingParams(), k=4)
 
 Greedy verification stays exact: the target's logits are computed exactly as
-without the tap (same ops, same rows), so output is token-identical to plain
+without the features (same ops, same rows), so output is token-identical to plain
 greedy decoding (tested).
 """
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from voicepipe.core.spec import Proposal
 from voicepipe.nn import llama
@@ -31,53 +31,25 @@ from voicepipe.nn.qlinear import Linear
 DEFAULT_DRAFT = "smollm2-draft"
 
 
-class _HeadTap(threading.local):
-    """Stands in for the target's output Linear: records the features it reads.
-
-    Thread-local state: sessions share one model (``engine.shared_model``) and
-    may decode in different threads; each reads the features of its own call.
-    """
-
-    def __init__(self, lin: object) -> None:
-        self.lin = lin
-        self.feats: torch.Tensor | None = None  # (T, dim) of the last call
-        self.last_only = False
-
-    def fn(self, x: torch.Tensor) -> torch.Tensor:
-        self.feats = x
-        if self.last_only:  # prefill: only the last row needs logits
-            x = x[-1:]
-        return self.lin.fn(x)  # type: ignore[attr-defined]
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.lin, name)
-
-
 class FeatureTarget(ModelTarget):
-    """A ModelTarget that keeps the target's feature at every cached position."""
+    """A ModelTarget that keeps the target's feature at every cached position.
+
+    The feature is the last hidden state after the final norm (what the LM head
+    reads). The model hands out the pre-norm state (``keep_features``), on the
+    per-op and the fused path alike; the norm is applied here. Logits are
+    untouched, so greedy verification stays exact.
+    """
 
     def __init__(self, model: llama.Transformer, max_len: int | None = None) -> None:
         super().__init__(model, max_len)
-        out = model.output
-        self.tap = out if isinstance(out, _HeadTap) else _HeadTap(out)
-        model.output = self.tap  # type: ignore[assignment]
+        self.keep_features = True
         self.feats = torch.zeros(self.cache.max_len, model.args.dim)  # (Tmax, dim) fp32
 
     def prefill(self, tokens: list[int]) -> np.ndarray:
-        n = _common_prefix(self.fed, tokens)
-        if n == len(tokens):
-            n -= 1
-        self.rollback(n)
-        self.tap.last_only = True
-        try:
-            logits = llama.forward(
-                self.model, self.cache, torch.as_tensor(tokens[n:], dtype=torch.long), n
-            )[-1]
-        finally:
-            self.tap.last_only = False
-        self._keep(n)
-        self.fed = list(tokens)
-        return logits.numpy()
+        logits = super().prefill(tokens)
+        assert self.features is not None
+        self._keep(len(self.fed) - self.features.shape[0])
+        return logits
 
     def score(self, tokens: list[int]):  # noqa: ANN201 (Scores)
         base = self.cache.length
@@ -86,9 +58,11 @@ class FeatureTarget(ModelTarget):
         return s
 
     def _keep(self, base: int) -> None:
-        f = self.tap.feats
+        f = self.features
         assert f is not None
-        self.feats[base : base + f.shape[0]] = f.float()
+        a = self.model.args
+        norm = F.rms_norm(f.float(), (a.dim,), self.model.norm.float(), a.norm_eps)
+        self.feats[base : base + f.shape[0]] = norm
 
 
 class EagleProposer:

@@ -20,9 +20,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from voicepipe.nn import fused
 from voicepipe.nn.gguf import GGUFModel, ModelArgs
 from voicepipe.nn.gguf import load as load_gguf
-from voicepipe.nn.kv_cache import KVCache
+from voicepipe.nn.kv_cache import CacheFull, KVCache
 from voicepipe.nn.qlinear import Linear, act_dtype
 
 
@@ -77,6 +78,11 @@ class Transformer:
         inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
         ang = torch.outer(torch.arange(self.max_len).float(), inv)
         self.freqs = torch.polar(torch.ones_like(ang), ang)
+        # One C++ call per step instead of ~20 ops per layer (kernels/llama_step);
+        # forward() below stays the reference and the path for other formats.
+        self.fused = fused.build_for(self) if kernels else None
+        if self.fused is not None:
+            self.kernel = "llama_step"
 
     def new_cache(self, max_len: int | None = None) -> KVCache:
         a = self.args
@@ -137,8 +143,16 @@ def forward(
     rowwise: attend one query row at a time, so every row is bit-identical to a
     one-token decode at its position (CPU attention kernels are not batch-invariant).
     """
-    a = m.args
     T = tokens.shape[0]
+    if m.fused is not None:  # always row-wise, so every row is bit-identical to a decode step
+        if pos + T > cache.max_len:
+            raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
+        logits, feats = m.fused.forward(tokens, cache.kv, pos, last_only, features is not None)
+        cache.advance(pos + T)
+        if features is not None:
+            features.append(feats)
+        return logits
+    a = m.args
     H, Hkv, D, dim = a.n_head, a.n_kv_head, a.head_dim, a.dim
     nqk = H + Hkv
     end = pos + T

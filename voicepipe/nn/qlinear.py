@@ -21,13 +21,13 @@ kernel with bf16 activations.
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+from voicepipe.nn import kernels as kbuild
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
 INT4_GROUP = 32
@@ -40,34 +40,22 @@ _Q8: list[Callable[..., torch.Tensor] | None] = []  # [] = not tried yet
 def q8gemm() -> Callable[..., torch.Tensor] | None:
     """The compiled q8_gemm op, or None (built once per machine, cached by torch)."""
     if not _Q8:
-        _Q8.append(_build_q8())
+        mod = kbuild.build("q8gemm", "q8gemm/q8gemm.cpp", ("q8gemm/q8gemm.h",))
+        _Q8.append(None if mod is None else mod.q8_gemm)
     return _Q8[0]
 
 
-def _build_q8() -> Callable[..., torch.Tensor] | None:
-    src = REPO_ROOT / "kernels" / "q8gemm" / "q8gemm.cpp"
-    if os.environ.get("VOICEPIPE_KERNELS", "1") == "0" or not src.is_file():
-        return None
-    if "AVX512" not in torch.backends.cpu.get_cpu_capability():
-        return None
-    try:
-        from torch.utils.cpp_extension import load
-
-        mod = load(
-            name="voicepipe_q8gemm",
-            sources=[str(src)],
-            extra_cflags=["-O3", "-march=native"],
-            verbose=False,
-        )
-        return mod.q8_gemm
-    except Exception as e:  # no compiler / headers: the aten kernel still works
-        warnings.warn(f"kernels/q8gemm not built ({e}); using aten int8 kernel", stacklevel=2)
-        return None
+def q4_kernel() -> bool:
+    """The fused llama step can run Q4_1-shaped int4 matrices here (AVX512-VNNI)."""
+    mod = kbuild.llama_step()
+    return bool(mod is not None and mod.vnni)
 
 
 def act_dtype(weights: str, kernels: bool = True) -> torch.dtype:
     if weights == "fp32" or (weights == "int8" and kernels and q8gemm() is not None):
         return torch.float32
+    if weights == "int4" and kernels and q4_kernel():
+        return torch.float32  # the fused step's activations; aten's int4 path casts
     return torch.bfloat16
 
 
@@ -97,6 +85,11 @@ class Linear:
             if self.in_features % INT4_GROUP:
                 raise ValueError(f"int4 needs in_features divisible by {INT4_GROUP}")
             self.w, self.scales_zeros = quantize_int4(w, INT4_GROUP)
+        # The fused step's own int4 layout (kernels/llama_step/q4a8.h), kept beside
+        # aten's so per-op callers (drafts, tests) still have their kernel.
+        self.q4: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        if weights == "int4" and kernels and self.in_features % 64 == 0 and q4_kernel():
+            self.q4 = pack_q4(w)
         # The kernel is bound once so the decode loop calls one closure per layer.
         self.fn: Callable[[torch.Tensor], torch.Tensor] = self._pick()
 
@@ -118,9 +111,10 @@ class Linear:
             return lambda x: mm(x, w, s) + b
         w, sz = self.w, self.scales_zeros
         mm4 = torch.ops.aten._weight_int4pack_mm_for_cpu
+        bf = torch.bfloat16
         if b is None:
-            return lambda x: mm4(x, w, INT4_GROUP, sz)
-        return lambda x: mm4(x, w, INT4_GROUP, sz) + b
+            return lambda x: mm4(x.to(bf), w, INT4_GROUP, sz).to(x.dtype)
+        return lambda x: mm4(x.to(bf), w, INT4_GROUP, sz).to(x.dtype) + b
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.fn(x)
@@ -155,3 +149,41 @@ def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tens
     sz = torch.stack([scale.squeeze(-1), zero.squeeze(-1)], dim=-1)  # (out, in/group, 2)
     packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
     return packed, sz.transpose(0, 1).contiguous().to(torch.bfloat16)
+
+
+# Byte p of an unpacked 64-input chunk holds input KMAP[p] (see kernels/llama_step/q4a8.h).
+Q4_KMAP = torch.tensor([((p // 4) % 2) * 32 + (p // 8) * 4 + p % 4 for p in range(64)])
+
+
+def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """GGUF Q4_1-shaped int4: per 32 inputs w ≈ d·q + m, q in 0..15, d and m fp16-valued.
+
+    Returns (nibbles (out, in/2) uint8 in the kernel's byte order, d (out, in/32)
+    fp32, m (out, in/32) fp16): the kernel reads d every chunk and m once per row.
+    Dequantized Q4_1 tensors round-trip exactly: their blocks' min and range are the
+    original m and 15·d.
+    """
+    n, k = w.shape
+    if k % 64:
+        raise ValueError("pack_q4 needs in_features divisible by 64")
+    g = w.float().reshape(n, k // 32, 32)
+    lo = g.amin(dim=-1)
+    d = ((g.amax(dim=-1) - lo) / 15.0).half()
+    m = lo.half()
+    df = d.float()[..., None]
+    q = torch.where(df > 0, (g - m.float()[..., None]) / df.clamp(min=1e-30), 0.0)
+    q = q.round().clamp(0, 15).to(torch.uint8).reshape(n, k // 64, 64)[:, :, Q4_KMAP]
+    packed = q[:, :, :32] | (q[:, :, 32:] << 4)
+    return packed.reshape(n, k // 2).contiguous(), d.float().contiguous(), m.contiguous()
+
+
+def unpack_q4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """The fp32 weight (out, in) that pack_q4's output stands for."""
+    n, half = packed.shape
+    k = 2 * half
+    p = packed.reshape(n, k // 64, 32)
+    q = torch.empty(n, k // 64, 64, dtype=torch.uint8)
+    q[:, :, Q4_KMAP[:32]] = p & 0x0F
+    q[:, :, Q4_KMAP[32:]] = p >> 4
+    g = q.reshape(n, k // 32, 32).float()
+    return (g * d.float()[..., None] + m.float()[..., None]).reshape(n, k)

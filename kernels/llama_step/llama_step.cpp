@@ -1,0 +1,371 @@
+// A fused llama / qwen2 forward for a few tokens on int8 weights (decode, verify, prefill).
+//
+// Why: SmolLM2-135M reads ~134 MB of int8 weights per token, ~5 ms at this
+// machine's bandwidth, but the per-op PyTorch forward (voicepipe/nn/llama.py,
+// the reference this kernel is tested against) spends ~24 ms per token in
+// dispatch and Python overhead: 30 layers × ~20 small ops. Here the whole
+// step is one call: plain loops for the small ops, the q8gemm row kernels for
+// the matrices (each weight row read once for up to 8 tokens), and one
+// parallel region per matrix or attention pass.
+//
+// Batch invariance: every token row goes through the same arithmetic whatever
+// the number of tokens fed (row kernels of q8gemm.h, attention one row at a
+// time), so verifying K+1 positions gives bit-identical logits to K+1 single
+// decode steps, and greedy speculative decoding stays token-identical.
+//
+// Layouts (checked): activations fp32; int8 weights (out, in) with fp32
+// per-row scales; Q/K rows in interleaved-RoPE order (pairs 2i, 2i+1); the KV
+// cache one fp32 tensor (n_layer, 2, n_kv_head, max_len, head_dim).
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <torch/extension.h>
+
+#include <cmath>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
+#include "../q8gemm/q8gemm.h"
+#ifdef __AVX512VNNI__
+#include "q4a8.h"
+#include "q8a8.h"
+constexpr bool kVnni = true;
+#else
+constexpr bool kVnni = false;
+#endif
+
+namespace {
+
+// exp on 16 lanes: Cody-Waite range reduction, degree-6 Taylor (rel. error < 2e-7).
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+inline __mmask16 tail(int64_t left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
+
+struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [nibbles, d, m]
+  std::vector<torch::Tensor> keep;
+  bool q4 = false;
+  const int8_t* wp = nullptr;
+  const float* sp = nullptr;
+  int64_t n = 0, k = 0;
+#ifdef __AVX512VNNI__
+  q4a8::W w4{};
+#endif
+};
+
+QW make_qw(const std::vector<torch::Tensor>& parts) {
+  QW q;
+  q.keep = parts;
+  if (parts.size() == 2) {
+    const auto &w = parts[0], &s = parts[1];
+    TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kChar && w.is_contiguous(),
+                "int8 weights must be contiguous (out, in) int8");
+    TORCH_CHECK(s.scalar_type() == torch::kFloat && s.is_contiguous() && s.numel() == w.size(0),
+                "int8 scales must be (out,) float32");
+    TORCH_CHECK(w.size(1) % 32 == 0, "in_features must be a multiple of 32");
+    q.wp = w.data_ptr<int8_t>();
+    q.sp = s.data_ptr<float>();
+    q.n = w.size(0);
+    q.k = w.size(1);
+    return q;
+  }
+  TORCH_CHECK(parts.size() == 3, "a matrix is [w, scale] (int8) or [nibbles, d, m] (q4)");
+#ifdef __AVX512VNNI__
+  const auto &p = parts[0], &d = parts[1], &m = parts[2];
+  TORCH_CHECK(p.dim() == 2 && p.scalar_type() == torch::kByte && p.is_contiguous(),
+              "q4 nibbles must be contiguous (out, in/2) uint8");
+  q.n = p.size(0);
+  q.k = 2 * p.size(1);
+  TORCH_CHECK(q.k % 64 == 0, "q4 in_features must be a multiple of 64");
+  for (const auto* t : {&d, &m})
+    TORCH_CHECK(t->is_contiguous() && t->dim() == 2 && t->size(0) == q.n && t->size(1) == q.k / 32,
+                "q4 scales and mins must be contiguous (out, in/32)");
+  TORCH_CHECK(d.scalar_type() == torch::kFloat && m.scalar_type() == torch::kHalf,
+              "q4 scales must be float32 and mins float16");
+  q.q4 = true;
+  q.w4 = {p.data_ptr<uint8_t>(), d.data_ptr<float>(),
+          (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k};
+  return q;
+#else
+  TORCH_CHECK(false, "q4 matrices need AVX512-VNNI");
+#endif
+}
+
+// y (M, n) = x (M, k) · Wᵀ, parallel over output rows: int8 activations on
+// VNNI (q8a8.h, q4a8.h) where the CPU has it, else fp32 activations (q8gemm.h).
+void matmul(const QW& q, const float* x, float* y, int64_t M) {
+#ifdef __AVX512VNNI__
+  if (q.q4) {
+    thread_local q4a8::Act act;  // reused: no allocation per matrix
+    q4a8::quantize(x, M, q.k, act);
+    const q4a8::Act& a = act;
+    at::parallel_for(0, q.n, 16, [&](int64_t n0, int64_t n1) {
+      q4a8::gemm_range(a, q.w4, y, n0, n1);
+    });
+    return;
+  }
+  if (q.k % q8a8::kChunk == 0) {
+    thread_local q8a8::Act act;
+    q8a8::quantize(x, M, q.k, act);
+    const q8a8::Act& a = act;
+    at::parallel_for(0, q.n, 16, [&](int64_t n0, int64_t n1) {
+      q8a8::gemm_range(a, q.wp, q.sp, y, q.n, n0, n1);
+    });
+    return;
+  }
+#endif
+  at::parallel_for(0, q.n, 16, [&](int64_t n0, int64_t n1) {
+    q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, n0, n1);
+  });
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t dim, float eps) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < dim; i += 16) {
+    __m512 v = _mm512_maskz_loadu_ps(tail(dim - i), x + i);
+    acc = _mm512_fmadd_ps(v, v, acc);
+  }
+  const float r = 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / (float)dim + eps);
+  for (int64_t i = 0; i < dim; ++i) y[i] = x[i] * r * w[i];
+}
+
+struct Layer {
+  torch::Tensor attn_norm, ffn_norm, bqkv;
+  QW qkv, o, w13, w2;
+};
+
+class Model {
+ public:
+  // layers[i] = [attn_norm, ffn_norm, bqkv (empty if none)]; mats[i] = [qkv, o, w13, w2],
+  // each a matrix as make_qw takes it; head likewise.
+  Model(int64_t n_head, int64_t n_kv_head, int64_t head_dim, double eps, torch::Tensor embed,
+        torch::Tensor norm, torch::Tensor cos, torch::Tensor sin,
+        std::vector<std::vector<torch::Tensor>> layers,
+        std::vector<std::vector<std::vector<torch::Tensor>>> mats, std::vector<torch::Tensor> head)
+      : H_(n_head), Hkv_(n_kv_head), D_(head_dim), eps_((float)eps), embed_(embed), norm_(norm),
+        cos_(cos), sin_(sin) {
+    TORCH_CHECK(D_ % 64 == 0, "head_dim must be a multiple of 64");
+    TORCH_CHECK(H_ % Hkv_ == 0, "n_head must be a multiple of n_kv_head");
+    TORCH_CHECK(embed.scalar_type() == torch::kFloat && embed.is_contiguous() && embed.dim() == 2,
+                "embed must be contiguous (V, dim) float32");
+    dim_ = embed.size(1);
+    TORCH_CHECK(cos.sizes() == sin.sizes() && cos.size(1) == D_ / 2 && cos.is_contiguous() &&
+                    sin.is_contiguous() && cos.scalar_type() == torch::kFloat,
+                "cos/sin must be contiguous (max_len, head_dim/2) float32");
+    TORCH_CHECK(layers.size() == mats.size(), "one norms entry and one matrices entry per layer");
+    for (size_t i = 0; i < layers.size(); ++i) {
+      TORCH_CHECK(layers[i].size() == 3 && mats[i].size() == 4, "layer ", i, ": bad entry sizes");
+      Layer ly;
+      ly.attn_norm = layers[i][0].contiguous();
+      ly.ffn_norm = layers[i][1].contiguous();
+      ly.bqkv = layers[i][2];
+      ly.qkv = make_qw(mats[i][0]);
+      ly.o = make_qw(mats[i][1]);
+      ly.w13 = make_qw(mats[i][2]);
+      ly.w2 = make_qw(mats[i][3]);
+      TORCH_CHECK(ly.qkv.n == (H_ + 2 * Hkv_) * D_ && ly.qkv.k == dim_, "wqkv shape");
+      TORCH_CHECK(ly.o.n == dim_ && ly.o.k == H_ * D_, "wo shape");
+      TORCH_CHECK(ly.w13.k == dim_ && ly.w2.n == dim_ && ly.w13.n == 2 * ly.w2.k, "ffn shapes");
+      TORCH_CHECK(ly.bqkv.numel() == 0 || ly.bqkv.numel() == ly.qkv.n, "bqkv shape");
+      layers_.push_back(ly);
+    }
+    ffn_ = layers_.empty() ? 0 : layers_[0].w2.k;
+    head_ = make_qw(head);
+    TORCH_CHECK(head_.k == dim_, "head shape");
+  }
+
+  // Feed tokens (T,) at positions [pos, pos+T); write their keys/values into kv.
+  // Returns fp32 logits (T, V) or (1, V) with last_only, and the last hidden
+  // state (T, dim) before the final norm when features is set (else empty).
+  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor kv,
+                                                   int64_t pos, bool last_only, bool features) {
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == torch::kLong, "tokens: (T,) int64");
+    TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
+                    kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
+                    kv.size(2) == Hkv_ && kv.size(4) == D_,
+                "kv must be contiguous (n_layer, 2, n_kv_head, max_len, head_dim) float32");
+    const int64_t T = tokens.size(0), Lmax = kv.size(3), V = embed_.size(0);
+    TORCH_CHECK(T > 0 && pos >= 0 && pos + T <= Lmax && pos + T <= cos_.size(0),
+                "positions out of range of the cache");
+    const int64_t* tk = tokens.data_ptr<int64_t>();
+    for (int64_t t = 0; t < T; ++t) TORCH_CHECK(tk[t] >= 0 && tk[t] < V, "token id out of range");
+
+    const int64_t dim = dim_, nqkv = (H_ + 2 * Hkv_) * D_, ffn = ffn_;
+    std::vector<float> x(T * dim), h(T * dim), qkv(T * nqkv), att(T * H_ * D_), gu(T * 2 * ffn),
+        act(T * ffn), tmp(T * dim);
+    const float* E = embed_.data_ptr<float>();
+    for (int64_t t = 0; t < T; ++t) std::memcpy(&x[t * dim], E + tk[t] * dim, dim * sizeof(float));
+    float* kvp = kv.data_ptr<float>();
+
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const Layer& ly = layers_[li];
+      const float* an = ly.attn_norm.data_ptr<float>();
+      for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], an, &h[t * dim], dim, eps_);
+      matmul(ly.qkv, h.data(), qkv.data(), T);
+      if (ly.bqkv.numel()) {
+        const float* b = ly.bqkv.data_ptr<float>();
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t j = 0; j < nqkv; ++j) qkv[t * nqkv + j] += b[j];
+      }
+      float* kc = kvp + li * 2 * Hkv_ * Lmax * D_;  // (Hkv, Lmax, D)
+      float* vc = kc + Hkv_ * Lmax * D_;
+      rope_and_store(qkv.data(), kc, vc, T, pos, Lmax);
+      attention(qkv.data(), kc, vc, att.data(), T, pos, Lmax);
+      matmul(ly.o, att.data(), tmp.data(), T);
+      for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
+      const float* fn = ly.ffn_norm.data_ptr<float>();
+      for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], fn, &h[t * dim], dim, eps_);
+      matmul(ly.w13, h.data(), gu.data(), T);
+      for (int64_t t = 0; t < T; ++t) silu_mul(&gu[t * 2 * ffn], &act[t * ffn], ffn);
+      matmul(ly.w2, act.data(), tmp.data(), T);
+      for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
+    }
+
+    torch::Tensor feats;
+    if (features) {
+      feats = torch::empty({T, dim}, torch::kFloat);
+      std::memcpy(feats.data_ptr<float>(), x.data(), T * dim * sizeof(float));
+    }
+    const int64_t first = last_only ? T - 1 : 0, rows = T - first;
+    const float* nw = norm_.data_ptr<float>();
+    for (int64_t t = 0; t < rows; ++t) rms_norm(&x[(first + t) * dim], nw, &h[t * dim], dim, eps_);
+    auto logits = torch::empty({rows, head_.n}, torch::kFloat);
+    matmul(head_, h.data(), logits.data_ptr<float>(), rows);
+    return {logits, feats};
+  }
+
+ private:
+  // Rotate the Q and K heads of every row (interleaved pairs), scale Q by
+  // 1/sqrt(D) as the reference does, and write K and V into the cache.
+  void rope_and_store(float* qkv, float* kc, float* vc, int64_t T, int64_t pos,
+                      int64_t Lmax) const {
+    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, half = D_ / 2;
+    const float scale = 1.0f / std::sqrt((float)D_);
+    for (int64_t t = 0; t < T; ++t) {
+      float* r = qkv + t * nqkv;
+      const float* c = cos_.data_ptr<float>() + (pos + t) * half;
+      const float* s = sin_.data_ptr<float>() + (pos + t) * half;
+      for (int64_t hd = 0; hd < H_ + Hkv_; ++hd) {
+        float* v = r + hd * D_;
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[2 * i], b = v[2 * i + 1];
+          v[2 * i] = a * c[i] - b * s[i];
+          v[2 * i + 1] = a * s[i] + b * c[i];
+        }
+        if (hd < H_)
+          for (int64_t i = 0; i < D_; ++i) v[i] *= scale;
+      }
+      for (int64_t g = 0; g < Hkv_; ++g) {
+        std::memcpy(kc + (g * Lmax + pos + t) * D_, r + (H_ + g) * D_, D_ * sizeof(float));
+        std::memcpy(vc + (g * Lmax + pos + t) * D_, r + (H_ + Hkv_ + g) * D_, D_ * sizeof(float));
+      }
+    }
+  }
+
+  // Causal attention one (row, head) at a time: row t sees positions [0, pos+t].
+  void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
+                 int64_t pos, int64_t Lmax) const {
+    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_;
+    at::parallel_for(0, T * H_, 1, [&](int64_t i0, int64_t i1) {
+      std::vector<float> sc(pos + T);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / H_, hd = i % H_, n = pos + t + 1;
+        const float* q = qkv + t * nqkv + hd * D;
+        const float* K = kc + (hd / G) * Lmax * D;
+        const float* Vv = vc + (hd / G) * Lmax * D;
+        __m512 mx = _mm512_set1_ps(-INFINITY);
+        for (int64_t j = 0; j < n; ++j) {
+          __m512 acc = _mm512_setzero_ps();
+          for (int64_t d = 0; d < D; d += 16)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(K + j * D + d), acc);
+          sc[j] = _mm512_reduce_add_ps(acc);
+        }
+        for (int64_t j = 0; j < n; j += 16)
+          mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail(n - j), &sc[j]));
+        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < n; j += 16) {
+          const __mmask16 k = tail(n - j);
+          __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, &sc[j]), m));
+          e = _mm512_maskz_mov_ps(k, e);
+          _mm512_mask_storeu_ps(&sc[j], k, e);
+          sum = _mm512_add_ps(sum, e);
+        }
+        const float inv = 1.0f / _mm512_reduce_add_ps(sum);
+        float* o = out + (t * H_ + hd) * D;
+        for (int64_t d = 0; d < D; d += 64) {
+          __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+          for (int64_t j = 0; j < n; ++j) {
+            const __m512 p = _mm512_set1_ps(sc[j]);
+            const float* vr = Vv + j * D + d;
+            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), a0);
+            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), a1);
+            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), a2);
+            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), a3);
+          }
+          const __m512 iv = _mm512_set1_ps(inv);
+          _mm512_storeu_ps(o + d, _mm512_mul_ps(a0, iv));
+          _mm512_storeu_ps(o + d + 16, _mm512_mul_ps(a1, iv));
+          _mm512_storeu_ps(o + d + 32, _mm512_mul_ps(a2, iv));
+          _mm512_storeu_ps(o + d + 48, _mm512_mul_ps(a3, iv));
+        }
+      }
+    });
+  }
+
+  // act = silu(gate) * up for one row of gu = [gate ‖ up].
+  static void silu_mul(const float* gu, float* act, int64_t ffn) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < ffn; i += 16) {
+      const __mmask16 k = tail(ffn - i);
+      const __m512 g = _mm512_maskz_loadu_ps(k, gu + i);
+      const __m512 u = _mm512_maskz_loadu_ps(k, gu + ffn + i);
+      const __m512 sg = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+      _mm512_mask_storeu_ps(act + i, k, _mm512_mul_ps(sg, u));
+    }
+  }
+
+  int64_t H_, Hkv_, D_, dim_ = 0, ffn_ = 0;
+  float eps_;
+  torch::Tensor embed_, norm_, cos_, sin_;
+  std::vector<Layer> layers_;
+  QW head_;
+};
+
+}  // namespace
+
+// The matrix kernel the fused step uses, exposed for tests against reference.py.
+torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous(),
+              "x must be a contiguous (M, K) float32 tensor");
+  const QW q = make_qw(matrix);
+  TORCH_CHECK(x.size(1) == q.k, "x and w disagree on K");
+  auto y = torch::empty({x.size(0), q.n}, x.options());
+  matmul(q, x.data_ptr<float>(), y.data_ptr<float>(), x.size(0));
+  return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.attr("vnni") = kVnni;
+  m.def("gemm", &gemm, "the fused step's y = x @ Wᵀ, W given as [w, scale] (int8) or [nibbles, d, m] (q4)");
+  pybind11::class_<Model>(m, "Model")
+      .def(pybind11::init<int64_t, int64_t, int64_t, double, torch::Tensor, torch::Tensor,
+                          torch::Tensor, torch::Tensor, std::vector<std::vector<torch::Tensor>>,
+                          std::vector<std::vector<std::vector<torch::Tensor>>>,
+                          std::vector<torch::Tensor>>())
+      .def("forward", &Model::forward, "logits (and hidden states) of tokens fed at pos",
+           pybind11::call_guard<pybind11::gil_scoped_release>());
+}

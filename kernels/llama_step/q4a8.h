@@ -1,0 +1,152 @@
+// 4-bit weights × int8 activations on AVX512-VNNI, for the fused llama step.
+//
+// Why: with VNNI the int8 kernel (q8a8.h) is bound by memory, not compute,
+// so the bytes read per token set the decode speed. Weights here are GGUF
+// Q4_1-shaped: per 32 consecutive inputs a scale d and min m, with
+// w = d·q + m, q in 0..15. The default model ships as Q4_1 (fp16 d and m), so
+// re-packing its dequantized tensors is exact. d is kept in fp32 (read every
+// chunk, a conversion there costs more than its 0.06 bytes per weight), m in
+// fp16 (read once per row): 0.69 bytes per weight instead of int8's 1.
+//
+// Per 64-input chunk a row stores 32 bytes of nibbles. Lane l of vpdpbusd sums
+// 4 consecutive bytes, and the byte order is chosen so that even lanes hold
+// the chunk's first block and odd lanes its second: then a chunk's two block
+// scales (d, and the activation's s) are each one 2-element broadcast.
+// Activations are quantized per 32-block into that same order. The min term
+// m·Σa is row-independent per block, so it becomes a short dot product of the
+// row's mins with the activation's block sums.
+//
+// Batch-invariant like the other kernels: each output element is computed
+// the same way whatever the tile. kernels/llama_step/reference.py mirrors it.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace q4a8 {
+
+constexpr int64_t kChunk = 64;
+constexpr int64_t kBlock = 32;
+
+// Input index (within its chunk) held at byte position p of the unpacked chunk.
+constexpr int kmap(int p) { return ((p / 4) % 2) * 32 + (p / 8) * 4 + p % 4; }
+
+struct Act {
+  int64_t M = 0, K = 0;
+  std::vector<int8_t> q;   // (M, K) in kmap order per chunk
+  std::vector<float> s2;   // (M, K/64, 2) block scales
+  std::vector<float> t;    // (M, K/32): s_b · Σ q over block b
+  std::vector<int8_t> tmp; // one row in natural order
+};
+
+inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
+  a.M = M;
+  a.K = K;
+  const int64_t nb = K / kBlock, nc = K / kChunk;
+  a.q.resize(M * K);
+  a.s2.resize(M * nc * 2);
+  a.t.resize(M * nb);
+  a.tmp.resize(K);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * K;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(xr + b * kBlock);
+      const __m512 v1 = _mm512_loadu_ps(xr + b * kBlock + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
+      _mm_storeu_si128((__m128i*)(a.tmp.data() + b * kBlock), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128((__m128i*)(a.tmp.data() + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
+      const float s = amax / 127.0f;
+      a.s2[m * nb + b] = s;  // (M, nc, 2) is (M, nb) in memory
+      a.t[m * nb + b] = s * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+    int8_t* qr = a.q.data() + m * K;
+    for (int64_t c = 0; c < nc; ++c)
+      for (int p = 0; p < kChunk; ++p) qr[c * kChunk + p] = a.tmp[c * kChunk + kmap(p)];
+  }
+}
+
+// Σ_b mins[b] · t[b] for one row: the min term of Q4_1.
+inline float min_term(const uint16_t* mins, const float* t, int64_t nb) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 16) {
+    const __mmask16 k = nb - b >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nb - b)) - 1);
+    const __m512 mv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mins + b));
+    acc = _mm512_fmadd_ps(mv, _mm512_maskz_loadu_ps(k, t + b), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+struct W {  // one packed matrix
+  const uint8_t* p;    // (N, K/2) nibbles
+  const float* d;      // (N, K/32) scales
+  const uint16_t* mn;  // (N, K/32) fp16 mins
+  int64_t N, K;
+};
+
+template <int MB, int NB>
+inline void tile(const Act& a, int64_t m0, const W& w, float* y, int64_t n) {
+  const int64_t K = w.K, nc = K / kChunk, nb = K / kBlock;
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512 acc[MB][NB];
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < nc; ++c) {
+    __m512i wv[NB];
+    __m512 dv[NB];
+    for (int j = 0; j < NB; ++j) {
+      const __m512i raw = _mm512_broadcast_i64x4(
+          _mm256_loadu_si256((const __m256i*)(w.p + (n + j) * (K / 2) + c * 32)));
+      // Bytes 0-31 keep their low nibble, bytes 32-63 (the same 32 again) their high one.
+      wv[j] = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), low);
+      double dd;
+      std::memcpy(&dd, w.d + (n + j) * nb + 2 * c, 8);
+      dv[j] = _mm512_castpd_ps(_mm512_set1_pd(dd));  // d0, d1, d0, d1, …
+    }
+    for (int i = 0; i < MB; ++i) {
+      const __m512i q = _mm512_loadu_si512(a.q.data() + (m0 + i) * K + c * kChunk);
+      double sd;
+      std::memcpy(&sd, a.s2.data() + ((m0 + i) * nc + c) * 2, 8);
+      const __m512 sv = _mm512_castpd_ps(_mm512_set1_pd(sd));  // s0, s1, s0, s1, …
+      for (int j = 0; j < NB; ++j) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[j], q));
+        acc[i][j] = _mm512_fmadd_ps(v, _mm512_mul_ps(dv[j], sv), acc[i][j]);
+      }
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < NB; ++j)
+      y[(m0 + i) * w.N + n + j] = _mm512_reduce_add_ps(acc[i][j]) +
+                                  min_term(w.mn + (n + j) * nb, a.t.data() + (m0 + i) * nb, nb);
+}
+
+template <int MB>
+inline void rows(const Act& a, int64_t m0, const W& w, float* y, int64_t n0, int64_t n1) {
+  constexpr int NB = MB <= 2 ? 4 : (MB <= 4 ? 2 : 1);
+  int64_t n = n0;
+  for (; n + NB <= n1; n += NB) tile<MB, NB>(a, m0, w, y, n);
+  for (; n < n1; ++n) tile<MB, 1>(a, m0, w, y, n);
+}
+
+// y (M, N) = dequant(a) · dequant(w)ᵀ for output rows [n0, n1).
+inline void gemm_range(const Act& a, const W& w, float* y, int64_t n0, int64_t n1) {
+  for (int64_t m0 = 0; m0 < a.M; m0 += 8) {
+    switch ((int)std::min<int64_t>(8, a.M - m0)) {
+      case 1: rows<1>(a, m0, w, y, n0, n1); break;
+      case 2: rows<2>(a, m0, w, y, n0, n1); break;
+      case 3: rows<3>(a, m0, w, y, n0, n1); break;
+      case 4: rows<4>(a, m0, w, y, n0, n1); break;
+      case 5: rows<5>(a, m0, w, y, n0, n1); break;
+      case 6: rows<6>(a, m0, w, y, n0, n1); break;
+      case 7: rows<7>(a, m0, w, y, n0, n1); break;
+      default: rows<8>(a, m0, w, y, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace q4a8

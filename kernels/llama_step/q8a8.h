@@ -1,0 +1,125 @@
+// int8 weights × int8 activations on AVX512-VNNI, for the fused llama step.
+//
+// Why: the fp32-activation kernel (q8gemm.h) converts every int8 weight to
+// fp32 before its FMA, two shuffle-port µops per 16 weights, which caps it at
+// ~8 weights per cycle: compute-bound, not memory-bound. vpdpbusd multiplies
+// 64 int8 pairs per instruction, so activations are quantized per 32-value
+// block (like llama.cpp's Q8_0 activations) and the weight row is read as is.
+//
+// vpdpbusd takes one unsigned operand: the weights become unsigned by
+// flipping their sign bit (w ^ 0x80 = w + 128), and the extra 128·Σ qa that
+// this adds is subtracted exactly, in int32, by starting each chunk's
+// accumulator at -128·Σ qa of its lane (precomputed once per activation row).
+//
+// Each output element is accumulated the same way whatever the number of
+// rows or the tile shape, so the kernel is batch-invariant (see q8gemm.cpp).
+// kernels/llama_step/reference.py is the same arithmetic in PyTorch.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace q8a8 {
+
+constexpr int64_t kChunk = 64;  // weights per vpdpbusd
+constexpr int64_t kBlock = 32;  // activation values per scale
+
+// Quantized activation rows: q (M, K) int8; per 64-chunk, 16 lane scales (lanes
+// 0-7 carry block 2c's scale, 8-15 block 2c+1's) and 16 int32 lane offsets.
+struct Act {
+  int64_t M = 0, K = 0;
+  std::vector<int8_t> q;
+  std::vector<float> s;
+  std::vector<int32_t> off;
+};
+
+inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
+  a.M = M;
+  a.K = K;
+  const int64_t nc = K / kChunk;
+  a.q.resize(M * K);
+  a.s.resize(M * nc * 16);
+  a.off.resize(M * nc * 16);
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * K;
+    int8_t* qr = a.q.data() + m * K;
+    for (int64_t b = 0; b < K / kBlock; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(xr + b * kBlock);
+      const __m512 v1 = _mm512_loadu_ps(xr + b * kBlock + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      // Round half to even (the default MXCSR mode), as torch.round does in the reference.
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
+      _mm_storeu_si128((__m128i*)(qr + b * kBlock), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128((__m128i*)(qr + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
+      float* sv = a.s.data() + (m * nc + b / 2) * 16 + (b % 2) * 8;
+      for (int i = 0; i < 8; ++i) sv[i] = amax / 127.0f;
+    }
+    for (int64_t c = 0; c < nc; ++c) {
+      int32_t* o = a.off.data() + (m * nc + c) * 16;
+      for (int l = 0; l < 16; ++l) {
+        const int8_t* g = qr + c * kChunk + 4 * l;
+        o[l] = -128 * ((int32_t)g[0] + g[1] + g[2] + g[3]);
+      }
+    }
+  }
+}
+
+// Output rows [n, n+NB) for MB activation rows starting at row m0.
+template <int MB, int NB>
+inline void tile(const Act& a, int64_t m0, const int8_t* w, const float* scale, float* y,
+                 int64_t N, int64_t n) {
+  const int64_t K = a.K, nc = K / kChunk;
+  const __m512i flip = _mm512_set1_epi8((char)0x80);
+  __m512 acc[MB][NB];
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < nc; ++c) {
+    __m512i wv[NB];
+    for (int j = 0; j < NB; ++j)
+      wv[j] = _mm512_xor_si512(_mm512_loadu_si512(w + (n + j) * K + c * kChunk), flip);
+    for (int i = 0; i < MB; ++i) {
+      const int64_t r = (m0 + i) * nc + c;
+      const __m512i q = _mm512_loadu_si512(a.q.data() + (m0 + i) * K + c * kChunk);
+      const __m512i off = _mm512_loadu_si512(a.off.data() + r * 16);
+      const __m512 s = _mm512_loadu_ps(a.s.data() + r * 16);
+      for (int j = 0; j < NB; ++j)
+        acc[i][j] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, wv[j], q)), s, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MB; ++i)
+    for (int j = 0; j < NB; ++j) y[(m0 + i) * N + n + j] = _mm512_reduce_add_ps(acc[i][j]) * scale[n + j];
+}
+
+template <int MB>
+inline void rows(const Act& a, int64_t m0, const int8_t* w, const float* s, float* y, int64_t N,
+                 int64_t n0, int64_t n1) {
+  constexpr int NB = MB <= 2 ? 4 : (MB <= 4 ? 2 : 1);
+  int64_t n = n0;
+  for (; n + NB <= n1; n += NB) tile<MB, NB>(a, m0, w, s, y, N, n);
+  for (; n < n1; ++n) tile<MB, 1>(a, m0, w, s, y, N, n);
+}
+
+// y (M, N) = dequant(a) · (w (N, K) · scale)ᵀ for output rows [n0, n1).
+inline void gemm_range(const Act& a, const int8_t* w, const float* s, float* y, int64_t N,
+                       int64_t n0, int64_t n1) {
+  for (int64_t m0 = 0; m0 < a.M; m0 += 8) {
+    switch ((int)std::min<int64_t>(8, a.M - m0)) {
+      case 1: rows<1>(a, m0, w, s, y, N, n0, n1); break;
+      case 2: rows<2>(a, m0, w, s, y, N, n0, n1); break;
+      case 3: rows<3>(a, m0, w, s, y, N, n0, n1); break;
+      case 4: rows<4>(a, m0, w, s, y, N, n0, n1); break;
+      case 5: rows<5>(a, m0, w, s, y, N, n0, n1); break;
+      case 6: rows<6>(a, m0, w, s, y, N, n0, n1); break;
+      case 7: rows<7>(a, m0, w, s, y, N, n0, n1); break;
+      default: rows<8>(a, m0, w, s, y, N, n0, n1); break;
+    }
+  }
+}
+
+}  // namespace q8a8

@@ -1,0 +1,60 @@
+// The int8 weight-only row kernels shared by q8gemm.cpp and kernels/llama_step.
+// See q8gemm.cpp for why they exist and how they stay batch-invariant.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace q8 {
+
+template <int MB>
+void block(const float* x, const int8_t* w, const float* scale, float* y, int64_t K, int64_t N,
+           int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) {
+    const int8_t* wr = w + n * K;
+    __m512 a0[MB], a1[MB];
+    for (int i = 0; i < MB; ++i) {
+      a0[i] = _mm512_setzero_ps();
+      a1[i] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < K; k += 32) {
+      __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(wr + k))));
+      __m512 w1 =
+          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(wr + k + 16))));
+      for (int i = 0; i < MB; ++i) {
+        a0[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * K + k), a0[i]);
+        a1[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * K + k + 16), a1[i]);
+      }
+    }
+    for (int i = 0; i < MB; ++i) {
+      y[i * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i])) * scale[n];
+    }
+  }
+}
+
+inline void rows(int mb, const float* x, const int8_t* w, const float* s, float* y, int64_t K, int64_t N,
+          int64_t n0, int64_t n1) {
+  switch (mb) {
+    case 1: return block<1>(x, w, s, y, K, N, n0, n1);
+    case 2: return block<2>(x, w, s, y, K, N, n0, n1);
+    case 3: return block<3>(x, w, s, y, K, N, n0, n1);
+    case 4: return block<4>(x, w, s, y, K, N, n0, n1);
+    case 5: return block<5>(x, w, s, y, K, N, n0, n1);
+    case 6: return block<6>(x, w, s, y, K, N, n0, n1);
+    case 7: return block<7>(x, w, s, y, K, N, n0, n1);
+    default: return block<8>(x, w, s, y, K, N, n0, n1);
+  }
+}
+
+
+// y = x (M, K) · (w (N, K) · scale)ᵀ for output rows [n0, n1), M ≤ any.
+inline void gemm_range(const float* x, const int8_t* w, const float* s, float* y, int64_t M,
+                       int64_t K, int64_t N, int64_t n0, int64_t n1) {
+  for (int64_t m0 = 0; m0 < M; m0 += 8) {
+    int mb = (int)std::min<int64_t>(8, M - m0);
+    rows(mb, x + m0 * K, w, s, y + m0 * N, K, N, n0, n1);
+  }
+}
+
+}  // namespace q8

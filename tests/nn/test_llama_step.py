@@ -1,0 +1,156 @@
+"""kernels/llama_step (the fused forward) against its references.
+
+- Matrix kernels (q8a8, q4a8) against kernels/llama_step/reference.py: the same
+  integer arithmetic, so only float accumulation order differs (rtol 1e-5).
+- Batch invariance: a row of a many-row call equals a one-row call bit for bit.
+- Q4_1 packing round-trips the default model's own Q4_1 tensors exactly.
+- The whole fused model against the per-op path on the same dequantized
+  weights in fp32 (llama.forward's reference): activations are quantized to
+  int8 per 32 values, so logits differ by a little (KL ≤ 0.016 nats per
+  position measured); the test bounds the KL and lets the top token flip only
+  on a near-tie of the reference.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from voicepipe.nn import fused, kernels, llama, qlinear
+from voicepipe.nn.engine import gguf_path
+
+
+def _reference():
+    path = kernels.KERNELS_DIR / "llama_step" / "reference.py"
+    spec = importlib.util.spec_from_file_location("llama_step_reference", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def mod():
+    m = kernels.llama_step()
+    if m is None or not m.vnni:
+        pytest.skip("kernels/llama_step needs AVX512-VNNI and a compiler: per-op path in use")
+    return m
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return _reference()
+
+
+SHAPES = [(192, 576), (1536, 576), (576, 1536), (100, 64), (37, 128)]
+
+
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_q8a8_matches_reference_and_is_batch_invariant(mod, ref, n, k) -> None:
+    g = torch.Generator().manual_seed(n * 7 + k)
+    w = torch.randint(-127, 128, (n, k), dtype=torch.int8, generator=g)
+    scale = torch.rand(n, generator=g) * 0.01
+    x = torch.randn(13, k, generator=g)
+    x[2, :32] = 0.0  # an all-zero block
+    x[3, 5] = 40.0  # an outlier
+    y = mod.gemm(x, [w, scale])
+    assert torch.allclose(y, ref.q8a8_gemm(x, w, scale), rtol=1e-5, atol=1e-5)
+    for m in (1, 2, 5, 8, 9):
+        part = mod.gemm(x[:m].contiguous(), [w, scale])
+        assert torch.equal(part, y[:m])
+        assert torch.equal(mod.gemm(x[m - 1 : m].contiguous(), [w, scale])[0], y[m - 1])
+
+
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_q4a8_matches_reference_and_is_batch_invariant(mod, ref, n, k) -> None:
+    g = torch.Generator().manual_seed(n * 11 + k)
+    w = torch.randn(n, k, generator=g) * 0.05
+    w[0, :32] = 0.25  # a constant block: d = 0
+    q4 = list(qlinear.pack_q4(w))
+    wq = qlinear.unpack_q4(*q4)
+    assert (wq - w).abs().max() <= w.abs().max() / 15  # within half a step of a 4-bit grid
+    x = torch.randn(13, k, generator=g)
+    y = mod.gemm(x, q4)
+    assert torch.allclose(y, ref.q4a8_gemm(x, wq), rtol=1e-5, atol=1e-5)
+    for m in (1, 3, 8, 9):
+        assert torch.equal(mod.gemm(x[:m].contiguous(), q4), y[:m])
+
+
+def test_kernel_rejects_bad_matrices(mod) -> None:
+    x = torch.zeros(1, 64)
+    with pytest.raises(RuntimeError, match="multiple of 32"):
+        mod.gemm(torch.zeros(1, 48), [torch.zeros(4, 48, dtype=torch.int8), torch.ones(4)])
+    with pytest.raises(RuntimeError, match="float32"):
+        mod.gemm(x, [torch.zeros(4, 64, dtype=torch.int8), torch.ones(4, dtype=torch.float64)])
+    p, d, m = qlinear.pack_q4(torch.randn(4, 64))
+    with pytest.raises(RuntimeError, match="q4 scales"):
+        mod.gemm(x, [p, d.half(), m])
+    with pytest.raises(RuntimeError):
+        mod.gemm(torch.zeros(1, 128), [p, d, m])  # K mismatch
+
+
+@pytest.fixture(scope="module")
+def path():
+    return gguf_path("smollm2-135m")
+
+
+def test_q4_packing_is_exact_on_the_models_q4_1_tensors(mod, path) -> None:
+    from voicepipe.nn.gguf import load as load_gguf
+
+    g = load_gguf(path)
+    for name in ("blk.0.attn_q.weight", "blk.3.ffn_down.weight"):
+        w = g.tensors[name]
+        assert torch.equal(qlinear.unpack_q4(*qlinear.pack_q4(w)), w), name
+
+
+PROMPT = "The three primary colours are red, yellow and"
+
+
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_fused_model_tracks_the_per_op_reference(mod, path, weights) -> None:
+    m = llama.load(path, weights, max_len=256)[0]
+    assert m.fused is not None and m.kernel == "llama_step"
+    from voicepipe.nn.tokenizer import ChatTokenizer
+
+    ids = ChatTokenizer(m.metadata).encode(PROMPT)
+    # The reference: the same quantized weights, dequantized, through the per-op path in fp32.
+    ref = llama.load(path, "fp32", max_len=256)[0]
+    for ly, ry in zip(m.layers, ref.layers, strict=True):
+        for name in ("wqkv", "wo", "w13", "w2"):
+            lin = getattr(ly, name)
+            w = qlinear.unpack_q4(*lin.q4) if weights == "int4" else lin.dequantized()
+            getattr(ry, name).w = w
+            getattr(ry, name).fn = getattr(ry, name)._pick()
+    out = m.output
+    ref.output.w = qlinear.unpack_q4(*out.q4) if weights == "int4" else out.dequantized()
+    ref.output.fn = ref.output._pick()
+
+    got = llama.verify(m, m.new_cache(), ids)
+    want = llama.verify(ref, ref.new_cache(), ids)
+    kl = torch.nn.functional.kl_div(
+        got.log_softmax(-1), want.log_softmax(-1), log_target=True, reduction="none"
+    ).sum(-1)
+    assert kl.max().item() < 0.05  # measured ≤ 0.016 nats
+    # The top token may only flip on a near-tie of the reference.
+    top = got.argmax(-1)
+    margin = want.max(-1).values - want.gather(1, top[:, None])[:, 0]
+    assert margin.max().item() < 0.5, margin
+
+
+def test_fused_verify_rows_equal_decode_steps(mod, path) -> None:
+    m = llama.load(path, "int4", max_len=128)[0]
+    c = m.new_cache()
+    llama.prefill(m, c, [1, 504, 3458, 282])
+    n = c.length
+    rows = llama.verify(m, c, [7, 8, 9, 10, 11])
+    c.rollback(n)
+    for i, t in enumerate([7, 8, 9, 10, 11]):
+        assert torch.equal(llama.decode_step(m, c, t), rows[i])
+
+
+def test_no_kernels_keeps_the_per_op_path(path, monkeypatch) -> None:
+    m = llama.load(path, "int4", max_len=64, kernels=False)[0]
+    assert m.fused is None and m.kernel == "aten"
+    assert fused.build_for(m) is None

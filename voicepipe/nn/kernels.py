@@ -1,0 +1,69 @@
+"""Build the project's C++ kernels (``kernels/``) on first use, once per machine.
+
+Each kernel sits beside a pure-PyTorch reference it is tested against, and
+every caller falls back to that reference when the build is impossible: no
+compiler, no AVX-512, or ``VOICEPIPE_KERNELS=0``. The extension's name carries
+a hash of its sources (headers included), so editing a kernel rebuilds it
+instead of loading a stale cached build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent.parent / "kernels"
+_BUILT: dict[str, ModuleType | None] = {}
+_LOCK = threading.Lock()
+
+
+def enabled() -> bool:
+    """Kernels may be used here: not disabled, and the CPU has AVX-512."""
+    if os.environ.get("VOICEPIPE_KERNELS", "1") == "0":
+        return False
+    return "AVX512" in torch.backends.cpu.get_cpu_capability()
+
+
+def build(name: str, main: str, headers: tuple[str, ...] = ()) -> ModuleType | None:
+    """The compiled module of kernels/<main> (relative paths), or None if it cannot be built."""
+    with _LOCK:
+        if name not in _BUILT:
+            _BUILT[name] = _build(name, main, headers)
+        return _BUILT[name]
+
+
+def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
+    src = KERNELS_DIR / main
+    if not enabled() or not src.is_file():
+        return None
+    digest = hashlib.sha256()
+    for rel in (main, *headers):
+        digest.update((KERNELS_DIR / rel).read_bytes())
+    try:
+        from torch.utils.cpp_extension import load
+
+        return load(
+            name=f"voicepipe_{name}_{digest.hexdigest()[:10]}",
+            sources=[str(src)],
+            extra_cflags=["-O3", "-march=native", "-fopenmp"],
+            extra_ldflags=["-fopenmp"],
+            verbose=False,
+        )
+    except Exception as e:  # no compiler / headers: the reference path still works
+        warnings.warn(f"kernels/{main} not built ({e}); using the PyTorch reference", stacklevel=3)
+        return None
+
+
+def llama_step() -> ModuleType | None:
+    """The fused llama forward (kernels/llama_step), or None."""
+    return build(
+        "llama_step",
+        "llama_step/llama_step.cpp",
+        ("q8gemm/q8gemm.h", "llama_step/q8a8.h", "llama_step/q4a8.h"),
+    )
