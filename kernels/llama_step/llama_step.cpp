@@ -193,21 +193,42 @@ class Model {
   std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor kv,
                                                    int64_t pos, bool last_only, bool features) {
     TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == torch::kLong, "tokens: (T,) int64");
+    const int64_t T = tokens.size(0), V = embed_.size(0), dim = dim_;
+    TORCH_CHECK(T > 0, "no tokens");
+    const int64_t* tk = tokens.data_ptr<int64_t>();
+    for (int64_t t = 0; t < T; ++t) TORCH_CHECK(tk[t] >= 0 && tk[t] < V, "token id out of range");
+    std::vector<float> x(T * dim);
+    const float* E = embed_.data_ptr<float>();
+    for (int64_t t = 0; t < T; ++t) std::memcpy(&x[t * dim], E + tk[t] * dim, dim * sizeof(float));
+    return run(x, T, kv, pos, last_only, features);
+  }
+
+  // The same from input vectors x (T, dim) instead of token ids: for drafts
+  // whose layers read a projection of features rather than an embedding.
+  std::tuple<torch::Tensor, torch::Tensor> forward_embeds(torch::Tensor xin, torch::Tensor kv,
+                                                          int64_t pos, bool last_only,
+                                                          bool features) {
+    TORCH_CHECK(xin.dim() == 2 && xin.size(1) == dim_ && xin.size(0) > 0 &&
+                    xin.scalar_type() == torch::kFloat && xin.is_contiguous(),
+                "x must be a contiguous (T, dim) float32 tensor");
+    const float* p = xin.data_ptr<float>();
+    std::vector<float> x(p, p + xin.numel());
+    return run(x, xin.size(0), kv, pos, last_only, features);
+  }
+
+ private:
+  std::tuple<torch::Tensor, torch::Tensor> run(std::vector<float>& x, int64_t T, torch::Tensor kv,
+                                               int64_t pos, bool last_only, bool features) {
     TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
                     kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
                     kv.size(2) == Hkv_ && kv.size(4) == D_,
                 "kv must be contiguous (n_layer, 2, n_kv_head, max_len, head_dim) float32");
-    const int64_t T = tokens.size(0), Lmax = kv.size(3), V = embed_.size(0);
-    TORCH_CHECK(T > 0 && pos >= 0 && pos + T <= Lmax && pos + T <= cos_.size(0),
+    const int64_t Lmax = kv.size(3);
+    TORCH_CHECK(pos >= 0 && pos + T <= Lmax && pos + T <= cos_.size(0),
                 "positions out of range of the cache");
-    const int64_t* tk = tokens.data_ptr<int64_t>();
-    for (int64_t t = 0; t < T; ++t) TORCH_CHECK(tk[t] >= 0 && tk[t] < V, "token id out of range");
-
     const int64_t dim = dim_, nqkv = (H_ + 2 * Hkv_) * D_, ffn = ffn_;
-    std::vector<float> x(T * dim), h(T * dim), qkv(T * nqkv), att(T * H_ * D_), gu(T * 2 * ffn),
-        act(T * ffn), tmp(T * dim);
-    const float* E = embed_.data_ptr<float>();
-    for (int64_t t = 0; t < T; ++t) std::memcpy(&x[t * dim], E + tk[t] * dim, dim * sizeof(float));
+    std::vector<float> h(T * dim), qkv(T * nqkv), att(T * H_ * D_), gu(T * 2 * ffn), act(T * ffn),
+        tmp(T * dim);
     float* kvp = kv.data_ptr<float>();
 
     for (size_t li = 0; li < layers_.size(); ++li) {
@@ -247,7 +268,6 @@ class Model {
     return {logits, feats};
   }
 
- private:
   // Rotate the Q and K heads of every row (interleaved pairs), scale Q by
   // 1/sqrt(D) as the reference does, and write K and V into the cache.
   void rope_and_store(float* qkv, float* kc, float* vc, int64_t T, int64_t pos,
@@ -367,5 +387,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           std::vector<std::vector<std::vector<torch::Tensor>>>,
                           std::vector<torch::Tensor>>())
       .def("forward", &Model::forward, "logits (and hidden states) of tokens fed at pos",
+           pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("forward_embeds", &Model::forward_embeds,
+           "logits (and hidden states) of input vectors (T, dim) fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>());
 }

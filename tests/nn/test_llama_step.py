@@ -154,3 +154,11 @@ def test_no_kernels_keeps_the_per_op_path(path, monkeypatch) -> None:
     m = llama.load(path, "int4", max_len=64, kernels=False)[0]
     assert m.fused is None and m.kernel == "aten"
     assert fused.build_for(m) is None
+
+
+def test_forward_embeds_equals_forward_on_the_embedding_rows(mod, path) -> None:
+    m = llama.load(path, "int4", max_len=64)[0]
+    toks = torch.tensor([5, 6, 7])
+    a, fa = m.fused.forward(toks, m.new_cache().kv, 0, False, True)
+    b, fb = m.fused.forward_embeds(m.embed[toks].contiguous(), m.new_cache().kv, 0, False, True)
+    assert torch.equal(a, b) and torch.equal(fa, fb)
