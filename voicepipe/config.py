@@ -248,6 +248,17 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None) -> 
     return cfg
 
 
+def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
+    """``cfg`` with ``section.key=value`` items applied (e.g. benchmark variants)."""
+    for item in overrides:
+        name, sep, value = item.removeprefix("--").partition("=")
+        section, dot, key = name.partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"override {item!r}: expected section.key=value")
+        cfg = _apply(cfg, section, key, value)
+    return cfg
+
+
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
     """Separate ``--section.key=value`` / ``--section.key value`` from other arguments."""
     rest: list[str] = []

@@ -144,6 +144,8 @@ async def test_set_heard_finds_its_turn_after_old_turns_were_dropped(cfg) -> Non
         stage._prompt("and another one?")
     kept = [m["content"] for m in stage.messages if m["role"] == "assistant"]
     assert 0 < len(kept) < 5
+    roles = [m["role"] for m in stage.messages]
+    assert roles == ["system"] + ["user", "assistant"] * len(kept)  # whole turns dropped
     assert not stage.set_heard(1, "gone")  # dropped from the window
     assert stage.set_heard(5, "answer number 5")
     assert [m["content"] for m in stage.messages if m["role"] == "assistant"][-1] == (

@@ -8,6 +8,15 @@ played. Questions are spoken by the teacher voice (hibari) at run time, so no
 audio ships with the benchmark. Concurrency levels 1, 2, 4, … up to
 ``--concurrency`` run that many sessions at once; the largest level whose p95
 stays under 1.5 s is reported.
+
+Preemptive generation (``turns.preempt``): each turn's outcome (``kept``,
+``cancelled`` or ``off``, from its ``llm.ttft`` span) is counted under
+``preempt``. ``--compare-preempt`` measures what it saves: two servers, one
+with preemption off and one with it on, asked the same questions alternately
+(off, on, off, on, …) so that both see the same machine load; the JSON then
+holds ``variants`` (``preempt_off``, ``preempt_on``, each a full summary) and
+``saving_ms`` (off − on, p50/p95). ``--variant`` compares any config
+overrides the same way (e.g. ``--variant turns.preempt_after_ms=80``).
 """
 
 from __future__ import annotations
@@ -38,15 +47,43 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--quick", action="store_true", help="3 questions, concurrency 1 only")
-    p.add_argument("--concurrency", type=int, default=1,
-                   help="highest concurrency level to try (1, 2, 4, … up to this)")
-    p.add_argument("--questions", type=int, default=len(QUESTIONS),
-                   help=f"questions per level (≤ {len(QUESTIONS)})")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="highest concurrency level to try (1, 2, 4, … up to this)",
+    )
+    p.add_argument(
+        "--questions",
+        type=int,
+        default=len(QUESTIONS),
+        help=f"questions per level (≤ {len(QUESTIONS)})",
+    )
     p.add_argument("--pipeline", default="assistant")
+    p.add_argument(
+        "--compare-preempt",
+        action="store_true",
+        help="preemption off vs on, questions alternating between two servers (concurrency 1)",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=V[,KEY=V]",
+        help="compare server variants (config overrides, repeat the flag), questions "
+        "alternating between them (concurrency 1)",
+    )
+    p.add_argument(
+        "--rounds", type=int, default=1, help="with variants: ask every question N times"
+    )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
-    p.add_argument("--trace", default=None, metavar="FILE",
-                   help="the server's spans (JSONL, or Chrome trace if .json); "
-                        "draw them with `voicepipe trace plot FILE`")
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="the server's spans (JSONL, or Chrome trace if .json); "
+        "draw them with `voicepipe trace plot FILE`",
+    )
     p.set_defaults(func=run)
 
 
@@ -58,8 +95,10 @@ def speak(texts: list[str], rate: int = 16000) -> list[Any]:
 
     tts = Hibari()
     lead = np.zeros(rate // 4, np.float32)  # a mic hears a little silence before speech
-    return [np.concatenate([lead, resample(np.asarray(tts(t, seed=i), np.float32), 24000,
-                                           rate)]) for i, t in enumerate(texts)]
+    return [
+        np.concatenate([lead, resample(np.asarray(tts(t, seed=i), np.float32), 24000, rate)])
+        for i, t in enumerate(texts)
+    ]
 
 
 def _levels(max_c: int) -> list[int]:
@@ -80,8 +119,9 @@ def _pcts(values: list[float]) -> dict[str, float]:
     return {q: round(percentile(values, p), 1) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))}
 
 
-async def _level(srv: Any, cfg: Any, clips: list[Any], texts: list[str], c: int,
-                 log: Any) -> dict[str, Any]:
+async def _level(
+    srv: Any, cfg: Any, clips: list[Any], texts: list[str], c: int, log: Any
+) -> dict[str, Any]:
     import asyncio
 
     from voicepipe.client import ClientSession
@@ -89,27 +129,51 @@ async def _level(srv: Any, cfg: Any, clips: list[Any], texts: list[str], c: int,
     results = []
     for start in range(0, len(clips), c):
         batch = list(range(start, min(start + c, len(clips))))
-        sessions = [ClientSession(srv.ws_url, clips[i], 16000, cfg, playout="adaptive",
-                                  trailing_silence_s=1.5, timeout_s=120.0, index=i)
-                    for i in batch]
+        sessions = [
+            ClientSession(
+                srv.ws_url,
+                clips[i],
+                16000,
+                cfg,
+                playout="adaptive",
+                trailing_silence_s=1.5,
+                timeout_s=120.0,
+                index=i,
+            )
+            for i in batch
+        ]
         res = await asyncio.gather(*(s.run() for s in sessions))
         for i, r in zip(batch, res, strict=True):
             out = r.to_json()
             out["question"] = texts[i]
+            out["preempt"] = _preempt_outcome(r.spans)
             results.append(out)
-            log(f"  c={c} q{i}: v2v={out['latency_ms'].get('e2e.voice_to_voice', 'n/a')} ms "
-                f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}")
+            log(
+                f"  c={c} q{i}: v2v={out['latency_ms'].get('e2e.voice_to_voice', 'n/a')} ms "
+                f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}"
+            )
     return {"concurrency": c, "sessions": results}
 
 
-def summarize(levels: list[dict[str, Any]], cpu_s: float, audio_s: float,
-              wall_s: float) -> dict[str, Any]:
+def _preempt_outcome(spans: list[Any]) -> str | None:
+    """How the (first) turn's reply came about: kept | cancelled | off (None: no reply)."""
+    ttft = [s for s in spans if s.name == "llm.ttft"]
+    return str(ttft[0].attrs.get("preempt", "off")) if ttft else None
+
+
+def summarize(
+    levels: list[dict[str, Any]], cpu_s: float, audio_s: float, wall_s: float
+) -> dict[str, Any]:
     first = levels[0]["sessions"]
-    v2v = [s["latency_ms"]["e2e.voice_to_voice"] for s in first
-           if "e2e.voice_to_voice" in s["latency_ms"]]
+    v2v = [
+        s["latency_ms"]["e2e.voice_to_voice"]
+        for s in first
+        if "e2e.voice_to_voice" in s["latency_ms"]
+    ]
     span_names = sorted({k for s in first for k in s["latency_ms"]})
-    spans = {n: _pcts([s["latency_ms"][n] for s in first if n in s["latency_ms"]])
-             for n in span_names}
+    spans = {
+        n: _pcts([s["latency_ms"][n] for s in first if n in s["latency_ms"]]) for n in span_names
+    }
     jitter: dict[str, float] = {}
     for s in first:
         for k, v in (s.get("jitter") or {}).items():
@@ -119,34 +183,49 @@ def summarize(levels: list[dict[str, Any]], cpu_s: float, audio_s: float,
     best = 0
     under = True  # every level so far kept p95 under the limit with no failed session
     for lv in levels:  # increasing concurrency
-        vals = [s["latency_ms"]["e2e.voice_to_voice"] for s in lv["sessions"]
-                if "e2e.voice_to_voice" in s["latency_ms"]]
+        vals = [
+            s["latency_ms"]["e2e.voice_to_voice"]
+            for s in lv["sessions"]
+            if "e2e.voice_to_voice" in s["latency_ms"]
+        ]
         p = _pcts(vals)
         failed = len(lv["sessions"]) - len(vals)
-        per_level.append({"concurrency": lv["concurrency"], "voice_to_voice_ms": p,
-                          "failed": failed})
+        per_level.append(
+            {"concurrency": lv["concurrency"], "voice_to_voice_ms": p, "failed": failed}
+        )
         under = under and failed == 0 and bool(vals) and p["p95"] < LIMIT_MS
         if under:
             best = lv["concurrency"]
     errors = [e for lv in levels for s in lv["sessions"] for e in s.get("errors", [])]
+    preempt: dict[str, int] = {}
+    for s in first:
+        if s.get("preempt"):
+            preempt[s["preempt"]] = preempt.get(s["preempt"], 0) + 1
     return {
         "voice_to_voice_ms": _pcts(v2v),
         "spans": spans,
         "jitter": jitter,
-        "cpu": {"server_cpu_s": round(cpu_s, 2), "audio_in_s": round(audio_s, 2),
-                "wall_s": round(wall_s, 2),
-                "server_cpu_s_per_audio_s": round(cpu_s / max(audio_s, 1e-9), 3),
-                "server_cores_busy": round(cpu_s / max(wall_s, 1e-9), 3)},
+        "cpu": {
+            "server_cpu_s": round(cpu_s, 2),
+            "audio_in_s": round(audio_s, 2),
+            "wall_s": round(wall_s, 2),
+            "server_cpu_s_per_audio_s": round(cpu_s / max(audio_s, 1e-9), 3),
+            "server_cores_busy": round(cpu_s / max(wall_s, 1e-9), 3),
+        },
         "levels": per_level,
         "max_concurrency_p95_under_1500ms": best,
+        "preempt": preempt,
         "errors": errors[:20],
-        "turns": [{k: s.get(k) for k in ("question", "transcript", "reply_text", "latency_ms")}
-                  for s in first],
+        "turns": [
+            {k: s.get(k) for k in ("question", "transcript", "reply_text", "latency_ms", "preempt")}
+            for s in first
+        ],
     }
 
 
-async def bench(cfg: Any, *, pipeline: str, n_questions: int, max_c: int,
-                log: Any, trace: str | None = None) -> dict[str, Any]:
+async def bench(
+    cfg: Any, *, pipeline: str, n_questions: int, max_c: int, log: Any, trace: str | None = None
+) -> dict[str, Any]:
     import asyncio
     import time
 
@@ -169,6 +248,75 @@ async def bench(cfg: Any, *, pipeline: str, n_questions: int, max_c: int,
     return out
 
 
+async def compare(
+    cfg: Any,
+    variants: dict[str, list[str]],
+    *,
+    pipeline: str,
+    n_questions: int,
+    rounds: int,
+    log: Any,
+    trace: str | None = None,
+) -> dict[str, Any]:
+    """One server per variant (config overrides on top of ``cfg``), asked the same questions
+    in turn (q1 of each variant, q2 of each, …, ``rounds`` times), so that every variant
+    sees the same machine load. The trace, if any, is the last variant's."""
+    import asyncio
+    import time
+    from contextlib import AsyncExitStack
+
+    from voicepipe.bench._serve import serve_process
+    from voicepipe.config import apply_overrides
+
+    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    clips = await asyncio.to_thread(speak, texts)
+    names = list(variants)
+    log(f"bench e2e: {len(texts)} spoken questions × {rounds}, variants {names}, alternating …")
+    async with AsyncExitStack() as stack:
+        servers = {}
+        for name in names:
+            c = apply_overrides(cfg, variants[name])
+            tr = trace if name == names[-1] else None
+            servers[name] = await stack.enter_async_context(serve_process(pipeline, c, trace=tr))
+        sessions: dict[str, list[dict[str, Any]]] = {m: [] for m in names}
+        cpu = dict.fromkeys(names, 0.0)
+        wall = dict.fromkeys(names, 0.0)
+        for _ in range(rounds):
+            for i in range(len(clips)):
+                for name in names:
+                    srv = servers[name]
+                    cpu0, t0 = srv.cpu_s(), time.monotonic()
+                    lv = await _level(srv, cfg, clips[i : i + 1], texts[i : i + 1], 1, log)
+                    cpu[name] += srv.cpu_s() - cpu0
+                    wall[name] += time.monotonic() - t0
+                    sessions[name] += lv["sessions"]
+    audio_s = rounds * sum(len(x) for x in clips) / 16000
+    out: dict[str, Any] = {
+        "pipeline": pipeline,
+        "questions": len(texts),
+        "rounds": rounds,
+        "order": "each question asked of every variant in turn",
+        "variants": {n: {"overrides": variants[n]} for n in names},
+    }
+    for name in names:
+        summary = summarize(
+            [{"concurrency": 1, "sessions": sessions[name]}], cpu[name], audio_s, wall[name]
+        )
+        out["variants"][name].update(summary)
+    return out
+
+
+async def compare_preempt(cfg: Any, **kw: Any) -> dict[str, Any]:
+    """Preemption off vs on (with ``cfg``'s other settings): what it saves."""
+    out = await compare(
+        cfg, {"preempt_off": ["turns.preempt=false"], "preempt_on": ["turns.preempt=true"]}, **kw
+    )
+    off = out["variants"]["preempt_off"]["voice_to_voice_ms"]
+    on = out["variants"]["preempt_on"]["voice_to_voice_ms"]
+    out["saving_ms"] = {q: round(off[q] - on[q], 1) for q in ("p50", "p95") if q in off and q in on}
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -179,7 +327,30 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
-    out = asyncio.run(bench(args.config, pipeline=args.pipeline, n_questions=n, max_c=max_c,
-                            log=log, trace=args.trace))
+    if args.compare_preempt or args.variant:
+        kw = dict(
+            pipeline=args.pipeline,
+            n_questions=n,
+            rounds=max(1, args.rounds),
+            log=log,
+            trace=args.trace,
+        )
+        if args.compare_preempt:
+            out = asyncio.run(compare_preempt(args.config, **kw))
+        else:
+            variants = {v: [x for x in v.split(",") if x] for v in args.variant}
+            out = asyncio.run(compare(args.config, variants, **kw))
+        print(json.dumps(out, indent=None if args.json else 2))
+        return 0 if all(v["voice_to_voice_ms"] for v in out["variants"].values()) else 1
+    out = asyncio.run(
+        bench(
+            args.config,
+            pipeline=args.pipeline,
+            n_questions=n,
+            max_c=max_c,
+            log=log,
+            trace=args.trace,
+        )
+    )
     print(json.dumps(out, indent=None if args.json else 2))
     return 0 if out["voice_to_voice_ms"] else 1

@@ -152,7 +152,11 @@ class LlmStage(Stage):
             ids = eng.tokenizer.chat_ids(msgs)  # type: ignore[attr-defined]
             if len(ids) <= budget or len(self.messages) <= first_turn:
                 return ids[-budget:]
-            del self.messages[first_turn]  # forget the oldest turn
+            # Forget the oldest turn: its question and its answer together, so the history
+            # never starts with an answer to a question it no longer holds.
+            del self.messages[first_turn]
+            while len(self.messages) > first_turn and self.messages[first_turn]["role"] != "user":
+                del self.messages[first_turn]
 
     # ------------------------------------------------------------ stage hooks
 
