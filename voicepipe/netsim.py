@@ -28,6 +28,9 @@ class DirectionStats:
     bytes: int = 0
     held_ns: int = 0  # sum over chunks of the time each was held back
     max_held_ns: int = 0
+    # how much later than its schedule a chunk went out: the proxy's own event-loop lag,
+    # i.e. the machine's scheduling noise on top of the injected faults
+    max_late_ns: int = 0
 
 
 @dataclass
@@ -130,6 +133,7 @@ class NetSim:
                 if wait > 0:
                     await asyncio.sleep(wait / 1e9)
                 held = now_ns() - arrived
+                stats.max_late_ns = max(stats.max_late_ns, now_ns() - release)
                 stats.chunks += 1
                 stats.bytes += len(data)
                 stats.held_ns += held
