@@ -53,6 +53,25 @@ inline __m512 exp16(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// The horizontal sums of 16 vectors, as one vector (element r = sum of v[r]):
+// a transpose-and-add tree, ~3 shuffles per sum instead of ~8 for 16 reductions.
+inline __m512 hsum16(const __m512* v) {
+  __m512 t[8], u[4];
+  for (int k = 0; k < 8; ++k)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+    t[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]),
+                         _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+  for (int k = 0; k < 4; ++k) {  // per 128-bit lane: the lane's sums of v[4k..4k+3]
+    const __m512d a = _mm512_castps_pd(t[2 * k]), b = _mm512_castps_pd(t[2 * k + 1]);
+    u[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88),
+                                   _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+  const __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88),
+                                   _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
+}
+
 inline __mmask16 tail(int64_t left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
 
 struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [nibbles, d, m]
@@ -307,11 +326,17 @@ class Model {
         const float* K = kc + (hd / G) * Lmax * D;
         const float* Vv = vc + (hd / G) * Lmax * D;
         __m512 mx = _mm512_set1_ps(-INFINITY);
-        for (int64_t j = 0; j < n; ++j) {
-          __m512 acc = _mm512_setzero_ps();
-          for (int64_t d = 0; d < D; d += 16)
-            acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(K + j * D + d), acc);
-          sc[j] = _mm512_reduce_add_ps(acc);
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {  // 16 keys' scores at a time
+          const int64_t cnt = std::min<int64_t>(16, n - j0);
+          __m512 acc[16];
+          for (int r = 0; r < 16; ++r) {
+            acc[r] = _mm512_setzero_ps();
+            if (r < cnt)
+              for (int64_t d = 0; d < D; d += 16)
+                acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + d),
+                                         _mm512_loadu_ps(K + (j0 + r) * D + d), acc[r]);
+          }
+          _mm512_mask_storeu_ps(&sc[j0], tail(cnt), hsum16(acc));
         }
         for (int64_t j = 0; j < n; j += 16)
           mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail(n - j), &sc[j]));
