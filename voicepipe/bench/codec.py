@@ -72,8 +72,9 @@ def lsd_db(ref, test) -> float:
     win = torch.hann_window(1024)
 
     def power(x):
-        s = torch.stft(torch.as_tensor(x[:n], dtype=torch.float32), 1024, 256, window=win,
-                       return_complex=True)
+        s = torch.stft(
+            torch.as_tensor(x[:n], dtype=torch.float32), 1024, 256, window=win, return_complex=True
+        )
         return s.abs().square()
 
     p, p_hat = power(ref), power(test)
@@ -100,8 +101,9 @@ def _rtf_best(fn, seconds: float, repeats: int) -> tuple[float, float]:
     return best / seconds, best_cpu / seconds
 
 
-def bench_rows(codec, data, qs: list[int], repeats: int,
-               verbose: bool = False) -> tuple[list[dict], float]:
+def bench_rows(
+    codec, data, qs: list[int], repeats: int, verbose: bool = False
+) -> tuple[list[dict], float]:
     import numpy as np
 
     from voicepipe.core.wer import wer
@@ -117,21 +119,23 @@ def bench_rows(codec, data, qs: list[int], repeats: int,
         codes = [c.encode(w) for _, w in data]
         enc, enc_cpu = _rtf_best(lambda c=c: [c.encode(w) for _, w in data], seconds, repeats)
         waves = [c.decode(k).numpy() for k in codes]
-        dec, dec_cpu = _rtf_best(lambda c=c, codes=codes: [c.decode(k) for k in codes],
-                                 seconds, 1)
+        dec, dec_cpu = _rtf_best(lambda c=c, codes=codes: [c.decode(k) for k in codes], seconds, 1)
         hyps = [transcribe(w, 22050) for w in waves]
-        rows.append({
-            "q": q,
-            "wer": round(wer(texts, hyps), 4),
-            "wer_original": round(wer_orig, 4),
-            "lsd_db": round(float(np.mean([lsd_db(o, r) for (_, o), r in zip(data, waves,
-                                                                               strict=True)])), 3),
-            "encoder_rtf": round(enc, 4),
-            "decoder_rtf": round(dec, 4),
-            "encoder_cpu_rtf": round(enc_cpu, 4),
-            "decoder_cpu_rtf": round(dec_cpu, 4),
-            "bitrate_bps": round(q * 10 * codec.frame_rate),
-        })
+        rows.append(
+            {
+                "q": q,
+                "wer": round(wer(texts, hyps), 4),
+                "wer_original": round(wer_orig, 4),
+                "lsd_db": round(
+                    float(np.mean([lsd_db(o, r) for (_, o), r in zip(data, waves, strict=True)])), 3
+                ),
+                "encoder_rtf": round(enc, 4),
+                "decoder_rtf": round(dec, 4),
+                "encoder_cpu_rtf": round(enc_cpu, 4),
+                "decoder_cpu_rtf": round(dec_cpu, 4),
+                "bitrate_bps": round(q * 10 * codec.frame_rate),
+            }
+        )
         if verbose:
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows, seconds
@@ -149,8 +153,9 @@ def vocoder_only(codec, data) -> dict:
     waves = [codec.vocoder(log_mel(torch.as_tensor(w))).numpy() for _, w in data]
     return {
         "wer": round(wer([t for t, _ in data], [transcribe(w, 22050) for w in waves]), 4),
-        "lsd_db": round(float(np.mean([lsd_db(o, r) for (_, o), r in zip(data, waves,
-                                                                           strict=True)])), 3),
+        "lsd_db": round(
+            float(np.mean([lsd_db(o, r) for (_, o), r in zip(data, waves, strict=True)])), 3
+        ),
     }
 
 
@@ -179,6 +184,26 @@ def vocoder_variants(data, repeats: int, compile_variants: bool) -> list[dict]:
             sv = StreamingVocoder(voc)
             parts = [sv.push(m[:, i : i + 32]) for i in range(0, m.shape[1], 32)]
             return torch.cat(parts + [sv.flush()])
+
+        return f
+
+    def exact(voc, chunk: int):
+        """As the TTS streams: 16 frames first, then ``chunk``, the tail in power-of-two
+        multiples of 4 frames (a few fixed widths: oneDNN primitives are reused)."""
+        from voicepipe.nn.hifigan_stream import ExactStreamingVocoder
+
+        def f(m):
+            sv = ExactStreamingVocoder(voc)
+            parts, i, n = [sv.push(m[:, :16])], 16, m.shape[1]
+            while n - i >= chunk:
+                parts.append(sv.push(m[:, i : i + chunk]))
+                i += chunk
+            for size in (32, 16, 8, 4, 2, 1):
+                if n - i >= size:
+                    parts.append(sv.push(m[:, i : i + size]))
+                    i += size
+            return torch.cat(parts + [sv.flush()])
+
         return f
 
     variants = [
@@ -186,21 +211,49 @@ def vocoder_variants(data, repeats: int, compile_variants: bool) -> list[dict]:
         ("fp32 eager, 1 thread", plain, 1),
         ("fp32 eager, inference_mode", Vocoder(gen, dtype="fp32", fast=False), 2),
         ("bf16 autocast", Vocoder(gen, dtype="bf16", fast=False), 2),
-        ("bf16 weights + activations (1-D convs)", Vocoder(gen, dtype="bf16-weights",
-                                                           fast=False), 2),
-        ("fast fp32: channels-last 2-D convs, polyphase upsampling, 1/3 folded, in-place",
-         Vocoder(gen, dtype="fp32", fast=True), 2),
-        ("fast bf16 (the default on AVX-512 BF16 CPUs)", Vocoder(gen, dtype="bf16-weights",
-                                                                 fast=True), 2),
-        ("fast bf16 streamed: 32-frame chunks, 12 left + 12 lookahead",
-         streamed(Vocoder(gen, dtype="bf16-weights", fast=True)), 2),
+        (
+            "bf16 weights + activations (1-D convs)",
+            Vocoder(gen, dtype="bf16-weights", fast=False),
+            2,
+        ),
+        (
+            "fast fp32: channels-last 2-D convs, polyphase upsampling, 1/3 folded, in-place",
+            Vocoder(gen, dtype="fp32", fast=True),
+            2,
+        ),
+        (
+            "fast bf16 (the default on AVX-512 BF16 CPUs)",
+            Vocoder(gen, dtype="bf16-weights", fast=True),
+            2,
+        ),
+        (
+            "fast bf16 streamed: 32-frame chunks, 12 left + 12 lookahead",
+            streamed(Vocoder(gen, dtype="bf16-weights", fast=True)),
+            2,
+        ),
+        (
+            "fast bf16 exact streaming (cached conv state, prepacked): 16 + 32-frame chunks",
+            exact(Vocoder(gen, dtype="bf16-weights", fast=True), 32),
+            2,
+        ),
+        (
+            "fast bf16 exact streaming: 16 + 64-frame chunks",
+            exact(Vocoder(gen, dtype="bf16-weights", fast=True), 64),
+            2,
+        ),
     ]
     if compile_variants:
         variants += [
-            ("torch.compile fp32 (1-D, frozen weights)", Vocoder(gen, dtype="fp32", fast=False,
-                                                                 compile=True), 2),
-            ("torch.compile fast bf16 (frozen weights)", Vocoder(gen, dtype="bf16-weights",
-                                                                 fast=True, compile=True), 2),
+            (
+                "torch.compile fp32 (1-D, frozen weights)",
+                Vocoder(gen, dtype="fp32", fast=False, compile=True),
+                2,
+            ),
+            (
+                "torch.compile fast bf16 (frozen weights)",
+                Vocoder(gen, dtype="bf16-weights", fast=True, compile=True),
+                2,
+            ),
         ]
     ref = [plain(m) for m in mels]
     out = []
@@ -209,11 +262,20 @@ def vocoder_variants(data, repeats: int, compile_variants: bool) -> list[dict]:
         t0 = time.perf_counter()
         fn(mels[0][:, :64])  # warm-up: oneDNN primitive creation, compilation
         warm = time.perf_counter() - t0
-        err = sum(float((log_mel(fn(m)) - log_mel(r)).abs().mean()) for m, r in
-                  zip(mels[:2], ref[:2], strict=False)) / min(2, len(mels))
-        out.append({"variant": name, "threads": threads, "rtf": float("inf"),
-                    "cpu_rtf": float("inf"), "mel_err": round(err, 4),
-                    "warmup_s": round(warm, 1)})
+        err = sum(
+            float((log_mel(fn(m)) - log_mel(r)).abs().mean())
+            for m, r in zip(mels[:2], ref[:2], strict=False)
+        ) / min(2, len(mels))
+        out.append(
+            {
+                "variant": name,
+                "threads": threads,
+                "rtf": float("inf"),
+                "cpu_rtf": float("inf"),
+                "mel_err": round(err, 4),
+                "warmup_s": round(warm, 1),
+            }
+        )
     for _ in range(repeats):
         for row, (_, fn, threads) in zip(out, variants, strict=True):
             torch.set_num_threads(threads)
@@ -237,14 +299,15 @@ def run(args: argparse.Namespace) -> int:
     data = heldout(args.sentences or (8 if args.quick else 30))
     result: dict = {
         "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch "
-                   f"{torch.__version__}",
+        f"{torch.__version__}",
         "sentences": len(data),
     }
     if args.vocoder_variants:
         result["vocoder_variants"] = vocoder_variants(data, args.repeats, not args.no_compile)
     else:
-        codec = MelVQCodec.load(args.config.codec.model, q=None,
-                                vocoder_name=args.config.codec.vocoder)
+        codec = MelVQCodec.load(
+            args.config.codec.model, q=None, vocoder_name=args.config.codec.vocoder
+        )
         qs = [1, 2, 4, 8] if args.quick else list(range(1, codec.levels + 1))
         rows, seconds = bench_rows(codec, data, qs, args.repeats, verbose=True)
         result["audio_seconds"] = round(seconds, 1)
@@ -267,8 +330,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sentences", type=int, default=0, help="held-out sentences (default 30)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=2, help="timing repeats (best is kept)")
-    p.add_argument("--vocoder-variants", action="store_true",
-                   help="time HiFi-GAN alone in each speed configuration instead")
-    p.add_argument("--no-compile", action="store_true",
-                   help="skip the torch.compile variants (slow to compile)")
+    p.add_argument(
+        "--vocoder-variants",
+        action="store_true",
+        help="time HiFi-GAN alone in each speed configuration instead",
+    )
+    p.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="skip the torch.compile variants (slow to compile)",
+    )
     p.set_defaults(func=run)
