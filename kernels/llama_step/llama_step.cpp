@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "../q8gemm/q8gemm.h"
+#include "simd.h"
 #ifdef __AVX512VNNI__
 #include "q4a8.h"
 #include "q8a8.h"
@@ -36,43 +37,9 @@ constexpr bool kVnni = false;
 
 namespace {
 
-// exp on 16 lanes: Cody-Waite range reduction, degree-6 Taylor (rel. error < 2e-7).
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.4426950408889634f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-
-// The horizontal sums of 16 vectors, as one vector (element r = sum of v[r]):
-// a transpose-and-add tree, ~3 shuffles per sum instead of ~8 for 16 reductions.
-inline __m512 hsum16(const __m512* v) {
-  __m512 t[8], u[4];
-  for (int k = 0; k < 8; ++k)  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
-    t[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]),
-                         _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
-  for (int k = 0; k < 4; ++k) {  // per 128-bit lane: the lane's sums of v[4k..4k+3]
-    const __m512d a = _mm512_castps_pd(t[2 * k]), b = _mm512_castps_pd(t[2 * k + 1]);
-    u[k] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  const __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88),
-                                   _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
-  const __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88),
-                                   _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, 0x88), _mm512_shuffle_f32x4(x01, x23, 0xDD));
-}
-
-inline __mmask16 tail(int64_t left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
+using simd::exp16;
+using simd::hsum16;
+using simd::tail;
 
 struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [nibbles, d, m]
   std::vector<torch::Tensor> keep;
@@ -109,11 +76,12 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
   q.n = p.size(0);
   q.k = 2 * p.size(1);
   TORCH_CHECK(q.k % 64 == 0, "q4 in_features must be a multiple of 64");
-  for (const auto* t : {&d, &m})
-    TORCH_CHECK(t->is_contiguous() && t->dim() == 2 && t->size(0) == q.n && t->size(1) == q.k / 32,
-                "q4 scales and mins must be contiguous (out, in/32)");
-  TORCH_CHECK(d.scalar_type() == torch::kFloat && m.scalar_type() == torch::kHalf,
-              "q4 scales must be float32 and mins float16");
+  TORCH_CHECK(d.scalar_type() == torch::kFloat && d.is_contiguous() && d.dim() == 2 &&
+                  d.size(0) == q.n && d.size(1) == q.k / 32,
+              "q4 scales must be contiguous (out, in/32) float32");
+  TORCH_CHECK(m.scalar_type() == torch::kHalf && m.is_contiguous() && m.dim() == 3 &&
+                  m.size(0) == (q.n + 15) / 16 && m.size(1) == q.k / 32 && m.size(2) == 16,
+              "q4 mins must be contiguous (ceil(out/16), in/32, 16) float16");
   q.q4 = true;
   q.w4 = {p.data_ptr<uint8_t>(), d.data_ptr<float>(),
           (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k};
@@ -131,8 +99,8 @@ void matmul(const QW& q, const float* x, float* y, int64_t M) {
     thread_local q4a8::Act act;  // reused: no allocation per matrix
     q4a8::quantize(x, M, q.k, act);
     const q4a8::Act& a = act;
-    at::parallel_for(0, q.n, 16, [&](int64_t n0, int64_t n1) {
-      q4a8::gemm_range(a, q.w4, y, n0, n1);
+    at::parallel_for(0, (q.n + 15) / 16, 1, [&](int64_t g0, int64_t g1) {
+      q4a8::gemm_groups(a, q.w4, y, g0, g1);
     });
     return;
   }

@@ -13,8 +13,8 @@
 // the chunk's first block and odd lanes its second: then a chunk's two block
 // scales (d, and the activation's s) are each one 2-element broadcast.
 // Activations are quantized per 32-block into that same order. The min term
-// m·Σa is row-independent per block, so it becomes a short dot product of the
-// row's mins with the activation's block sums.
+// m·Σa is a short dot product of the mins with the activation's block sums;
+// it is done for 16 output rows at once (mins stored 16 rows side by side).
 //
 // Batch-invariant like the other kernels: each output element is computed
 // the same way whatever the tile. kernels/llama_step/reference.py mirrors it.
@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "simd.h"
 
 namespace q4a8 {
 
@@ -71,26 +73,17 @@ inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
   }
 }
 
-// Σ_b mins[b] · t[b] for one row: the min term of Q4_1.
-inline float min_term(const uint16_t* mins, const float* t, int64_t nb) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 16) {
-    const __mmask16 k = nb - b >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (nb - b)) - 1);
-    const __m512 mv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, mins + b));
-    acc = _mm512_fmadd_ps(mv, _mm512_maskz_loadu_ps(k, t + b), acc);
-  }
-  return _mm512_reduce_add_ps(acc);
-}
-
 struct W {  // one packed matrix
   const uint8_t* p;    // (N, K/2) nibbles
   const float* d;      // (N, K/32) scales
-  const uint16_t* mn;  // (N, K/32) fp16 mins
+  const uint16_t* mt;  // (ceil(N/16), K/32, 16) fp16 mins, 16 output rows side by side
   int64_t N, K;
 };
 
+// Raw accumulators of output rows [n, n+NB) (row r of their 16-row group) for
+// MB activation rows from m0, stored to out[i * 16 + r + j].
 template <int MB, int NB>
-inline void tile(const Act& a, int64_t m0, const W& w, float* y, int64_t n) {
+inline void tile(const Act& a, int64_t m0, const W& w, __m512* out, int64_t n, int r) {
   const int64_t K = w.K, nc = K / kChunk, nb = K / kBlock;
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m512 acc[MB][NB];
@@ -126,31 +119,47 @@ inline void tile(const Act& a, int64_t m0, const W& w, float* y, int64_t n) {
     }
   }
   for (int i = 0; i < MB; ++i)
-    for (int j = 0; j < NB; ++j)
-      y[(m0 + i) * w.N + n + j] = _mm512_reduce_add_ps(acc[i][j]) +
-                                  min_term(w.mn + (n + j) * nb, a.t.data() + (m0 + i) * nb, nb);
+    for (int j = 0; j < NB; ++j) out[i * 16 + r + j] = acc[i][j];
 }
 
+// Output rows of group g (rows 16g .. 16g+15) for MB activation rows from m0:
+// the 16 rows' reductions and min terms are done side by side in vectors
+// (one transpose-and-add tree, then Σ_b t_b · m_b over 16 rows per FMA).
 template <int MB>
-inline void rows(const Act& a, int64_t m0, const W& w, float* y, int64_t n0, int64_t n1) {
-  constexpr int NB = MB <= 2 ? 4 : (MB <= 4 ? 2 : 1);
-  int64_t n = n0;
-  for (; n + NB <= n1; n += NB) tile<MB, NB>(a, m0, w, y, n);
-  for (; n < n1; ++n) tile<MB, 1>(a, m0, w, y, n);
+inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
+  constexpr int NB = MB <= 2 ? 4 : 2;  // MB · NB accumulators + NB weights fit 32 registers
+  const int64_t n0 = g * 16, cnt = std::min<int64_t>(16, w.N - n0), nb = w.K / kBlock;
+  __m512 buf[MB * 16];
+  int r = 0;
+  for (; r + NB <= cnt; r += NB) tile<MB, NB>(a, m0, w, buf, n0 + r, r);
+  for (; r < cnt; ++r) tile<MB, 1>(a, m0, w, buf, n0 + r, r);
+  for (int i = 0; i < MB; ++i)
+    for (int k = (int)cnt; k < 16; ++k) buf[i * 16 + k] = _mm512_setzero_ps();
+  const uint16_t* mt = w.mt + g * nb * 16;
+  for (int i = 0; i < MB; ++i) {
+    __m512 v = simd::hsum16(buf + i * 16);
+    const float* t = a.t.data() + (m0 + i) * nb;
+    for (int64_t b = 0; b < nb; ++b)
+      v = _mm512_fmadd_ps(_mm512_set1_ps(t[b]),
+                          _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(mt + b * 16))), v);
+    _mm512_mask_storeu_ps(y + (m0 + i) * w.N + n0, simd::tail(cnt), v);
+  }
 }
 
-// y (M, N) = dequant(a) · dequant(w)ᵀ for output rows [n0, n1).
-inline void gemm_range(const Act& a, const W& w, float* y, int64_t n0, int64_t n1) {
-  for (int64_t m0 = 0; m0 < a.M; m0 += 8) {
-    switch ((int)std::min<int64_t>(8, a.M - m0)) {
-      case 1: rows<1>(a, m0, w, y, n0, n1); break;
-      case 2: rows<2>(a, m0, w, y, n0, n1); break;
-      case 3: rows<3>(a, m0, w, y, n0, n1); break;
-      case 4: rows<4>(a, m0, w, y, n0, n1); break;
-      case 5: rows<5>(a, m0, w, y, n0, n1); break;
-      case 6: rows<6>(a, m0, w, y, n0, n1); break;
-      case 7: rows<7>(a, m0, w, y, n0, n1); break;
-      default: rows<8>(a, m0, w, y, n0, n1); break;
+// y (M, N) = dequant(a) · dequant(w)ᵀ for the 16-row groups [g0, g1).
+inline void gemm_groups(const Act& a, const W& w, float* y, int64_t g0, int64_t g1) {
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t m0 = 0; m0 < a.M; m0 += 8) {
+      switch ((int)std::min<int64_t>(8, a.M - m0)) {
+        case 1: group<1>(a, m0, w, y, g); break;
+        case 2: group<2>(a, m0, w, y, g); break;
+        case 3: group<3>(a, m0, w, y, g); break;
+        case 4: group<4>(a, m0, w, y, g); break;
+        case 5: group<5>(a, m0, w, y, g); break;
+        case 6: group<6>(a, m0, w, y, g); break;
+        case 7: group<7>(a, m0, w, y, g); break;
+        default: group<8>(a, m0, w, y, g); break;
+      }
     }
   }
 }

@@ -159,7 +159,8 @@ def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_1-shaped int4: per 32 inputs w ≈ d·q + m, q in 0..15, d and m fp16-valued.
 
     Returns (nibbles (out, in/2) uint8 in the kernel's byte order, d (out, in/32)
-    fp32, m (out, in/32) fp16): the kernel reads d every chunk and m once per row.
+    fp32, m (ceil(out/16), in/32, 16) fp16): the kernel reads d every chunk, and
+    m for 16 output rows at once (zero-padded rows).
     Dequantized Q4_1 tensors round-trip exactly: their blocks' min and range are the
     original m and 15·d.
     """
@@ -174,7 +175,11 @@ def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     q = torch.where(df > 0, (g - m.float()[..., None]) / df.clamp(min=1e-30), 0.0)
     q = q.round().clamp(0, 15).to(torch.uint8).reshape(n, k // 64, 64)[:, :, Q4_KMAP]
     packed = q[:, :, :32] | (q[:, :, 32:] << 4)
-    return packed.reshape(n, k // 2).contiguous(), d.float().contiguous(), m.contiguous()
+    ng = (n + 15) // 16
+    mt = torch.zeros(ng * 16, k // 32, dtype=torch.float16)
+    mt[:n] = m
+    mt = mt.reshape(ng, 16, k // 32).transpose(1, 2).contiguous()
+    return packed.reshape(n, k // 2).contiguous(), d.float().contiguous(), mt
 
 
 def unpack_q4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -186,4 +191,5 @@ def unpack_q4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.T
     q[:, :, Q4_KMAP[:32]] = p & 0x0F
     q[:, :, Q4_KMAP[32:]] = p >> 4
     g = q.reshape(n, k // 32, 32).float()
-    return (g * d.float()[..., None] + m.float()[..., None]).reshape(n, k)
+    mins = m.transpose(1, 2).reshape(-1, k // 32)[:n].float()
+    return (g * d.float()[..., None] + mins[..., None]).reshape(n, k)
