@@ -91,15 +91,25 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
 #endif
 }
 
+// f(0, n) on this thread, or split over torch's intra-op threads when threads > 1.
+template <class F>
+void par(int threads, int64_t n, int64_t grain, const F& f) {
+  if (threads <= 1 || n <= grain) {
+    f(0, n);
+    return;
+  }
+  at::parallel_for(0, n, grain, f);
+}
+
 // y (M, n) = x (M, k) · Wᵀ, parallel over output rows: int8 activations on
 // VNNI (q8a8.h, q4a8.h) where the CPU has it, else fp32 activations (q8gemm.h).
-void matmul(const QW& q, const float* x, float* y, int64_t M) {
+void matmul(const QW& q, const float* x, float* y, int64_t M, int threads) {
 #ifdef __AVX512VNNI__
   if (q.q4) {
     thread_local q4a8::Act act;  // reused: no allocation per matrix
     q4a8::quantize(x, M, q.k, act);
     const q4a8::Act& a = act;
-    at::parallel_for(0, (q.n + 15) / 16, 1, [&](int64_t g0, int64_t g1) {
+    par(threads, (q.n + 15) / 16, 1, [&](int64_t g0, int64_t g1) {
       q4a8::gemm_groups(a, q.w4, y, g0, g1);
     });
     return;
@@ -108,13 +118,13 @@ void matmul(const QW& q, const float* x, float* y, int64_t M) {
     thread_local q8a8::Act act;
     q8a8::quantize(x, M, q.k, act);
     const q8a8::Act& a = act;
-    at::parallel_for(0, q.n, 16, [&](int64_t n0, int64_t n1) {
+    par(threads, q.n, 16, [&](int64_t n0, int64_t n1) {
       q8a8::gemm_range(a, q.wp, q.sp, y, q.n, n0, n1);
     });
     return;
   }
 #endif
-  at::parallel_for(0, q.n, 16, [&](int64_t n0, int64_t n1) {
+  par(threads, q.n, 16, [&](int64_t n0, int64_t n1) {
     q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, n0, n1);
   });
 }
@@ -222,7 +232,7 @@ class Model {
       const Layer& ly = layers_[li];
       const float* an = ly.attn_norm.data_ptr<float>();
       for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], an, &h[t * dim], dim, eps_);
-      matmul(ly.qkv, h.data(), qkv.data(), T);
+      matmul(ly.qkv, h.data(), qkv.data(), T, threads_);
       if (ly.bqkv.numel()) {
         const float* b = ly.bqkv.data_ptr<float>();
         for (int64_t t = 0; t < T; ++t)
@@ -232,13 +242,13 @@ class Model {
       float* vc = kc + Hkv_ * Lmax * D_;
       rope_and_store(qkv.data(), kc, vc, T, pos, Lmax);
       attention(qkv.data(), kc, vc, att.data(), T, pos, Lmax);
-      matmul(ly.o, att.data(), tmp.data(), T);
+      matmul(ly.o, att.data(), tmp.data(), T, threads_);
       for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
       const float* fn = ly.ffn_norm.data_ptr<float>();
       for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], fn, &h[t * dim], dim, eps_);
-      matmul(ly.w13, h.data(), gu.data(), T);
+      matmul(ly.w13, h.data(), gu.data(), T, threads_);
       for (int64_t t = 0; t < T; ++t) silu_mul(&gu[t * 2 * ffn], &act[t * ffn], ffn);
-      matmul(ly.w2, act.data(), tmp.data(), T);
+      matmul(ly.w2, act.data(), tmp.data(), T, threads_);
       for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
     }
 
@@ -251,7 +261,7 @@ class Model {
     const float* nw = norm_.data_ptr<float>();
     for (int64_t t = 0; t < rows; ++t) rms_norm(&x[(first + t) * dim], nw, &h[t * dim], dim, eps_);
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
-    matmul(head_, h.data(), logits.data_ptr<float>(), rows);
+    matmul(head_, h.data(), logits.data_ptr<float>(), rows, threads_);
     return {logits, feats};
   }
 
@@ -286,7 +296,7 @@ class Model {
   void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
                  int64_t pos, int64_t Lmax) const {
     const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_;
-    at::parallel_for(0, T * H_, 1, [&](int64_t i0, int64_t i1) {
+    par(threads_, T * H_, 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> sc(pos + T);
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t = i / H_, hd = i % H_, n = pos + t + 1;
@@ -351,6 +361,15 @@ class Model {
     }
   }
 
+
+ public:
+  // One thread by default: decode is memory-bound, and with the other core busy
+  // (other stages, other sessions) each parallel region waits for a thread
+  // the OS has parked: measured here at load 1.6–5, 2 threads were 1.5–2x
+  // slower than 1. It also leaves the other core to the ASR and TTS stages.
+  int threads_ = 1;
+
+ private:
   int64_t H_, Hkv_, D_, dim_ = 0, ffn_ = 0;
   float eps_;
   torch::Tensor embed_, norm_, cos_, sin_;
@@ -367,7 +386,7 @@ torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix) {
   const QW q = make_qw(matrix);
   TORCH_CHECK(x.size(1) == q.k, "x and w disagree on K");
   auto y = torch::empty({x.size(0), q.n}, x.options());
-  matmul(q, x.data_ptr<float>(), y.data_ptr<float>(), x.size(0));
+  matmul(q, x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), at::get_num_threads());
   return y;
 }
 
@@ -381,6 +400,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           std::vector<torch::Tensor>>())
       .def("forward", &Model::forward, "logits (and hidden states) of tokens fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def_readwrite("threads", &Model::threads_, "threads of a step (default 1)")
       .def("forward_embeds", &Model::forward_embeds,
            "logits (and hidden states) of input vectors (T, dim) fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>());

@@ -162,3 +162,13 @@ def test_forward_embeds_equals_forward_on_the_embedding_rows(mod, path) -> None:
     a, fa = m.fused.forward(toks, m.new_cache().kv, 0, False, True)
     b, fb = m.fused.forward_embeds(m.embed[toks].contiguous(), m.new_cache().kv, 0, False, True)
     assert torch.equal(a, b) and torch.equal(fa, fb)
+
+
+def test_two_threads_compute_the_same_bits(mod, path) -> None:
+    m = llama.load(path, "int4", max_len=64)[0]
+    assert m.fused.threads == 1  # the default (see kernels/llama_step: threads_)
+    toks = torch.tensor([5, 6, 7, 8])
+    one, _ = m.fused.forward(toks, m.new_cache().kv, 0, False, False)
+    m.fused.threads = 2
+    two, _ = m.fused.forward(toks, m.new_cache().kv, 0, False, False)
+    assert torch.equal(one, two)  # each output row is one thread's, computed the same way

@@ -39,7 +39,12 @@ class Layer:
 
 class Transformer:
     def __init__(
-        self, g: GGUFModel, weights: str = "fp32", max_len: int = 4096, kernels: bool = True
+        self,
+        g: GGUFModel,
+        weights: str = "fp32",
+        max_len: int = 4096,
+        kernels: bool = True,
+        threads: int = 1,
     ) -> None:
         a = g.args
         self.args: ModelArgs = a
@@ -83,6 +88,7 @@ class Transformer:
         self.fused = fused.build_for(self) if kernels else None
         if self.fused is not None:
             self.kernel = "llama_step"
+            self.fused.threads = threads  # 1 by default: see kernels/llama_step (threads_)
 
     def new_cache(self, max_len: int | None = None) -> KVCache:
         a = self.args
@@ -99,11 +105,19 @@ class Transformer:
 
 
 def load(
-    path: str | Path, weights: str = "fp32", max_len: int = 4096, kernels: bool = True
+    path: str | Path,
+    weights: str = "fp32",
+    max_len: int = 4096,
+    kernels: bool = True,
+    threads: int = 1,
 ) -> tuple[Transformer, float]:
-    """Load a GGUF model; returns (model, seconds taken). kernels=False: aten kernels only."""
+    """Load a GGUF model; returns (model, seconds taken).
+
+    kernels=False: aten kernels only. threads: of the fused step (the per-op
+    path follows torch.set_num_threads).
+    """
     t0 = time.perf_counter()
-    model = Transformer(load_gguf(path), weights, max_len, kernels)
+    model = Transformer(load_gguf(path), weights, max_len, kernels, threads)
     return model, time.perf_counter() - t0
 
 
