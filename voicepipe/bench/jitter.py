@@ -18,6 +18,9 @@ Metrics (all from the playout buffer's counters):
   starts until the reply's audio is all received.
 * ``recovery_ms``: per stall, from the stall's end to the first sample where
   |D − target| ≤ 20 ms (None: never, while the reply lasted).
+* ``proxy_late_ms_max`` (real path): how far behind its fault schedule the proxy
+  forwarded a chunk, i.e. this machine's scheduling lag (the proxy shares the
+  client's event loop); tens of ms or more means the real row measures load too.
 """
 
 from __future__ import annotations
