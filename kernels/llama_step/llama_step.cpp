@@ -1,21 +1,22 @@
-// A fused llama / qwen2 forward for a few tokens on int8 weights (decode, verify, prefill).
+// A fused llama / qwen2 forward for a few tokens (decode, verify, prefill).
 //
-// Why: SmolLM2-135M reads ~134 MB of int8 weights per token, ~5 ms at this
-// machine's bandwidth, but the per-op PyTorch forward (voicepipe/nn/llama.py,
-// the reference this kernel is tested against) spends ~24 ms per token in
-// dispatch and Python overhead: 30 layers × ~20 small ops. Here the whole
-// step is one call: plain loops for the small ops, the q8gemm row kernels for
-// the matrices (each weight row read once for up to 8 tokens), and one
-// parallel region per matrix or attention pass.
+// Why: the per-op PyTorch forward (voicepipe/nn/llama.py, the reference this
+// kernel is tested against) spent ~24 ms per SmolLM2-135M token in dispatch
+// and Python overhead: 30 layers × ~20 small ops, against ~6 ms of weight
+// reads. Here the whole step is one call: plain loops for the small ops and
+// one matrix kernel per projection. With AVX512-VNNI the matrices multiply
+// int8-quantized activations (per 32 values) with int8 weights (q8a8.h) or
+// the GGUF's Q4_1 grid (q4a8.h); without it, int8 weights with fp32
+// activations (q8gemm.h). Each weight row is read once for up to 8 tokens.
 //
 // Batch invariance: every token row goes through the same arithmetic whatever
-// the number of tokens fed (row kernels of q8gemm.h, attention one row at a
-// time), so verifying K+1 positions gives bit-identical logits to K+1 single
-// decode steps, and greedy speculative decoding stays token-identical.
+// the number of tokens fed (row-independent matrix kernels, attention one row
+// at a time), so verifying K+1 positions gives bit-identical logits to K+1
+// single decode steps, and greedy speculative decoding stays token-identical.
 //
-// Layouts (checked): activations fp32; int8 weights (out, in) with fp32
-// per-row scales; Q/K rows in interleaved-RoPE order (pairs 2i, 2i+1); the KV
-// cache one fp32 tensor (n_layer, 2, n_kv_head, max_len, head_dim).
+// Layouts (checked): activations fp32; matrices as make_qw documents; Q/K rows
+// in interleaved-RoPE order (pairs 2i, 2i+1); the KV cache one fp32 tensor
+// (n_layer, 2, n_kv_head, max_len, head_dim), shared with the reference path.
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <torch/extension.h>
