@@ -238,7 +238,8 @@ def plot(result: dict, path: str) -> None:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     by_rule: dict[str, list[dict]] = {}
     for r in result["rows"]:
-        if r["backend"] == "codec-lm" and r["beta"] is not None:
+        # The streamed default is one end-to-end point, not a sweep: the table has it.
+        if r["backend"] == "codec-lm" and r["beta"] is not None and "streamed" not in r["rule"]:
             by_rule.setdefault(r["rule"], []).append(r)
     for rule, rs in by_rule.items():
         rs.sort(key=lambda r: r["beta"])
