@@ -293,3 +293,37 @@ async def test_speech_resumed_or_a_barge_in_drop_the_tentative_reply(cfg, engine
     assert (stage.preempt.kept, stage.preempt.cancelled) == (0, 2)
     outcomes = [f.values for f in got if isinstance(f, MetricsFrame) and f.source == "preempt"]
     assert outcomes == [{"cancelled": 1}, {"cancelled": 1}]
+
+
+class _BrokenDecoder:
+    """A decoder whose model fails on its first step (e.g. out of memory)."""
+
+    metrics = SimpleNamespace(as_dict=lambda: {})
+
+    def generate(self, ids, max_new, stop):  # noqa: ANN001, ANN201
+        raise RuntimeError("model failed")
+        yield
+
+
+async def test_a_failed_tentative_reply_that_is_cancelled_does_not_end_the_session(cfg) -> None:
+    tok = _WordTokenizer()
+    tok.stop_ids = ()
+    engine = SimpleNamespace(
+        target=SimpleNamespace(max_len=512), tokenizer=tok, decoder=lambda: _BrokenDecoder()
+    )
+    stage = LlmStage(cfg, engine)
+    got: list[Frame] = []
+
+    async def sink(f: Frame) -> None:
+        got.append(f)
+
+    stage.push = sink
+    task = asyncio.create_task(stage.run())
+    await stage.put(TranscriptStable(turn_id=1, text="Hello"))
+    await _until(lambda: stage._tentative is not None and stage._tentative.task.done())
+    await stage.put(SpeechResumed(turn_id=1))  # the failure is logged, the stage goes on
+    await _until(lambda: stage._tentative is None)
+    await stage.put(End())
+    await asyncio.wait_for(task, 30)
+    assert [f.values for f in got if isinstance(f, MetricsFrame)] == [{"cancelled": 1}]
+    assert [m["role"] for m in stage.messages] == ["system"]

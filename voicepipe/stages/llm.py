@@ -39,7 +39,6 @@ turn (``set_heard``), by identity, so dropping old turns shifts nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from collections.abc import Iterator
@@ -96,6 +95,7 @@ class _Reply:
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
     remembered: bool = False
+    ahead_ms: float = 0.0  # kept: how long before the final transcript it started
 
     @property
     def tentative(self) -> bool:
@@ -227,24 +227,26 @@ class LlmStage(Stage):
         task = r.task
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task})  # raises only if this stage itself is being cancelled
             if not task.cancelled() and task.exception() is not None:
+                # A reply nobody will hear failed: worth a log line, not the session.
                 log.warning("tentative reply failed: %r", task.exception())
         await self.push(MetricsFrame(turn_id=r.turn, source="preempt", values={"cancelled": 1}))
 
     async def _commit(self, r: _Reply, final_ns: int) -> None:
         """The final agreed: release what the tentative reply held, in order, at once."""
         r.preempt = "kept"
-        ahead_ms = round((final_ns - r.request_ns) / 1e6, 1)  # started this long before the final
+        r.ahead_ms = round((final_ns - r.request_ns) / 1e6, 1)  # started this long before the final
         await self.push(
-            MetricsFrame(turn_id=r.turn, source="preempt", values={"kept": 1, "ahead_ms": ahead_ms})
+            MetricsFrame(
+                turn_id=r.turn, source="preempt", values={"kept": 1, "ahead_ms": r.ahead_ms}
+            )
         )
         while r.held:  # the task may add more while a push waits
             f = r.held.pop(0)
             if isinstance(f, SpanFrame):
                 f.attrs["preempt"] = "kept"
-                f.attrs["ahead_ms"] = ahead_ms
+                f.attrs["ahead_ms"] = r.ahead_ms
                 if f.name == "llm.first_chunk":  # handed to the TTS now, not when it was ready
                     f.attrs["ready_ms"] = round(f.duration_ms, 3)
                     f.end_ns = max(f.end_ns, now_ns())
@@ -274,6 +276,8 @@ class LlmStage(Stage):
 
     async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
         attrs["preempt"] = r.preempt
+        if r.preempt == "kept":
+            attrs["ahead_ms"] = r.ahead_ms
         await self._emit(
             r, SpanFrame(turn_id=r.turn, name=name, start_ns=start_ns, end_ns=end_ns, attrs=attrs)
         )
