@@ -67,3 +67,31 @@ def test_sessions_share_weights_and_do_not_disturb_each_other() -> None:
                 out[name].append(chunk)
     np.testing.assert_array_equal(np.concatenate(out["a"]), alone_a)
     np.testing.assert_array_equal(np.concatenate(out["b"]), alone_b)
+
+
+def test_stream_pushes_only_fixed_widths(tts: CodecLMTTS, monkeypatch) -> None:
+    """First chunk, then chunk_frames, the tail in powers of two: few distinct widths,
+    so the vocoder's oneDNN primitives are built once (nn/hifigan_stream.py)."""
+    sizes: list[int] = []
+    make = tts.codec.stream_decoder
+
+    def recording(**kw):
+        dec = make(**kw)
+        push = dec.push
+
+        def rec(codes):
+            sizes.append(len(codes))
+            return push(codes)
+
+        dec.push = rec
+        return dec
+
+    monkeypatch.setattr(tts.codec, "stream_decoder", recording)
+    res = tts.synth("Let me check the calendar for tomorrow morning.", SynthOptions())
+    assert sum(sizes) * 1024 == len(res.audio) == res.stats["frames"] * 1024
+    assert sizes[0] == tts.first_frames
+    tail = sizes[1:]
+    while tail and tail[0] == tts.chunk_frames:
+        tail = tail[1:]
+    assert tail == sorted(set(tail), reverse=True)  # distinct, decreasing
+    assert all(n & (n - 1) == 0 and n < tts.chunk_frames for n in tail)
