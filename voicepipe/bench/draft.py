@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -37,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.core.ngram import NgramProposer
     from voicepipe.core.spec import SpecMetrics, SpeculativeDecoder
     from voicepipe.nn import llama
-    from voicepipe.nn.draft_spec import attach, draft_path, load_draft
-    from voicepipe.nn.engine import ModelTarget, gguf_path
+    from voicepipe.nn.draft_spec import HybridProposer
+    from voicepipe.nn.engine import HYBRID, ModelTarget, _session, gguf_path, shared_eagle
     from voicepipe.nn.sampling import SamplingParams
     from voicepipe.nn.tokenizer import ChatTokenizer
     from voicepipe.training.draft_prompts import heldout_prompts
@@ -55,17 +56,24 @@ def run(args: argparse.Namespace) -> int:
     vocabs: dict[str, set[int]] = {}
     for name in args.drafters.split(","):
         if name == "ngram":
-            rows[name] = SpeculativeDecoder(ModelTarget(m), NgramProposer(), sp, k=args.k,
-                                            adaptive=not args.fixed_k, k_max=args.k_max)
-        else:
-            path = draft_path(name)
-            ft, prop = attach(m, load_draft(str(path)))
-            vocabs[name] = set(prop.vocab)
-            rows[name] = SpeculativeDecoder(ft, prop, sp, k=args.k, adaptive=not args.fixed_k,
-                                            k_max=args.k_max)
-    prompts = heldout_prompts(args.n)
-    msgs = lambda q: ([{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt  # noqa: E731
-                      else []) + [{"role": "user", "content": q}]
+            ft, prop = ModelTarget(m), NgramProposer()
+        else:  # an EAGLE draft, or "ngram+<draft>", exactly as the engine builds them
+            ft, prop = _session(m, name, sp, None, shared_eagle(name.removeprefix(HYBRID), m))
+            vocabs[name] = set(prop.eagle.vocab if isinstance(prop, HybridProposer) else prop.vocab)
+        rows[name] = SpeculativeDecoder(
+            ft, prop, sp, k=args.k, adaptive=not args.fixed_k, k_max=args.k_max
+        )
+    if args.prompts == "grounded":  # bench llm's input-grounded set (quote, summarise)
+        from voicepipe.bench.llm import PROMPTS
+
+        prompts = PROMPTS["grounded"][: args.n]
+    else:
+        prompts = heldout_prompts(args.n)
+    system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
+
+    def msgs(q: str) -> list[dict]:
+        return [*system, {"role": "user", "content": q}]
+
     stop = set(tok.stop_ids)
     max_new = args.max_new or cfg.max_new_tokens
     base_t, base_n = 0.0, 0
@@ -85,26 +93,40 @@ def run(args: argparse.Namespace) -> int:
             r["n"] += len(out)
             r["identical"] += int(out == ref)
             r["m"].merge(dec.metrics)
+            if isinstance(dec.proposer, HybridProposer):
+                r["ngram_steps"] = r.get("ngram_steps", 0) + dec.proposer.used_ngram
+                dec.proposer.used_ngram = 0
         if i < 3:
             examples.append({"prompt": q, "reply": tok.decode(ref)})
         if not args.json:
             print(f"[{i + 1}/{len(prompts)}] {q!r}: {len(ref)} tokens", file=sys.stderr)
     report = {
         "machine": "2-core AMD EPYC Zen 4, CPU only",
-        "model": cfg.model, "weights": weights, "threads": torch.get_num_threads(),
-        "k": args.k, "k_max": args.k_max, "adaptive_k": not args.fixed_k, "prompts": len(prompts),
+        "prompt_set": args.prompts,
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "model": cfg.model,
+        "weights": weights,
+        "threads": torch.get_num_threads(),
+        "k": args.k,
+        "k_max": args.k_max,
+        "adaptive_k": not args.fixed_k,
+        "prompts": len(prompts),
         "max_new_tokens": max_new,
-        "plain": {"tokens": base_n, "time_s": round(base_t, 2),
-                  "tok_s": round(base_n / base_t, 2)},
+        "plain": {"tokens": base_n, "time_s": round(base_t, 2), "tok_s": round(base_n / base_t, 2)},
         "drafters": {},
         "examples": examples,
     }
     for name, r in res.items():
         report["drafters"][name] = {
-            "tokens": r["n"], "time_s": round(r["t"], 2), "tok_s": round(r["n"] / r["t"], 2),
-            "speedup": round(base_t / r["t"], 3), "identical": f"{r['identical']}/{len(prompts)}",
+            "tokens": r["n"],
+            "time_s": round(r["t"], 2),
+            "tok_s": round(r["n"] / r["t"], 2),
+            "speedup": round(base_t / r["t"], 3),
+            "identical": f"{r['identical']}/{len(prompts)}",
             **r["m"].as_dict(),
         }
+        if "ngram_steps" in r:  # hybrid: verifying steps whose drafts came from the n-gram
+            report["drafters"][name]["ngram_steps"] = r["ngram_steps"]
         if name in vocabs:  # share of the target's reply tokens the draft can propose at all
             cov = sum(t in vocabs[name] for t in refs) / max(1, len(refs))
             report["drafters"][name]["vocab_coverage"] = round(cov, 4)
@@ -119,14 +141,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--drafters", default="smollm2-draft",
-                   help="comma list: draft model names / checkpoint paths, or 'ngram' "
-                        "(default smollm2-draft)")
+    p.add_argument(
+        "--drafters",
+        default="smollm2-draft",
+        help="comma list: EAGLE draft names / checkpoint paths, 'ngram', or "
+        "'ngram+<draft>' (default smollm2-draft)",
+    )
     p.add_argument("--n", type=int, default=40, help="held-out prompts (default 40)")
+    p.add_argument(
+        "--prompts",
+        choices=("assistant", "grounded"),
+        default="assistant",
+        help="held-out assistant-style prompts (default) or bench llm's input-grounded ones (4)",
+    )
     p.add_argument("--k", type=int, default=2, help="initial draft length K (default 2)")
-    p.add_argument("--k-max", type=int, default=3,
-                   help="largest K adaptive K may reach (default 3: a target pass over K+1 rows "
-                        "costs ~1 + 0.2·K decode steps here, so longer drafts rarely pay)")
+    p.add_argument(
+        "--k-max",
+        type=int,
+        default=3,
+        help="largest K adaptive K may reach (default 3: a target pass over K+1 rows "
+        "costs ~1 + 0.2·K decode steps here, so longer drafts rarely pay)",
+    )
     p.add_argument("--fixed-k", action="store_true", help="keep K fixed (no adaptive K)")
     p.add_argument("--weights", default="", help="target weight format (default: config llm)")
     p.add_argument("--max-new", type=int, default=0, help="reply cap (default: config llm)")

@@ -102,7 +102,12 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
     from voicepipe.nn.engine import ModelTarget
 
     target = ModelTarget(engine.model, len(ids) + n + 16)
-    prop = engine.fork().proposer if spec else None
+    prop = None
+    if spec:  # an EAGLE draft reads its own session's target: take the fork's pair
+        fork = engine.fork()
+        prop = fork.proposer
+        if engine.eagle is not None:
+            target = fork.target
     dec = SpeculativeDecoder(target, prop, engine.sampling, k=engine.k, adaptive=engine.adaptive)
     t0 = time.perf_counter()
     out = [t for step in dec.generate(ids, n, engine.tokenizer.stop_ids) for t in step]
@@ -174,7 +179,7 @@ def drafter_rows(
                 "model": model,
                 "drafter": drafter,
                 "weights": weights,
-                "draft_weights": None if drafter == "ngram" else "int4",  # load_engine default
+                "draft_weights": None if drafter == "ngram" or eng.eagle else "int4",
                 "k": k,
                 "prompts": set_name,
                 "n_prompts": len(prompts),
@@ -227,6 +232,10 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if not args.no_drafters:
             out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
+            if cfg.llm.drafter not in ("", "none", "off", "ngram"):  # the configured drafter too
+                out["drafters"] += drafter_rows(
+                    model, cfg.llm.drafter, cfg.llm.weights, k, sets, n, repeats
+                )
         pair_ready = all(not registry.verify(x, deep=False) for x in PAIR)
         if args.pair or (pair_ready and not args.quick and not args.no_pair):
             # 1.5B decodes ~10x slower: fewer prompts and tokens keep the run bounded.

@@ -16,16 +16,18 @@ greedy decoding (tested).
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from voicepipe.core.spec import Proposal
-from voicepipe.nn import llama
+from voicepipe.core.spec import Proposal, Proposer
+from voicepipe.nn import fused, kernels, llama
 from voicepipe.nn.draft_model import DraftError, EagleDraft, for_inference, load
 from voicepipe.nn.engine import ModelTarget, _common_prefix
+from voicepipe.nn.kv_cache import KVCache
 from voicepipe.nn.qlinear import Linear
 
 DEFAULT_DRAFT = "smollm2-draft"
@@ -65,27 +67,147 @@ class FeatureTarget(ModelTarget):
         self.feats[base : base + f.shape[0]] = norm
 
 
-class EagleProposer:
-    """Drafts K tokens with an EagleDraft fed by a FeatureTarget (greedy drafts)."""
+class PerOpDraft:
+    """The draft's layer and head through per-op torch (the reference; non-fused targets).
 
-    def __init__(self, draft: EagleDraft, target: FeatureTarget, name: str = "") -> None:
-        a = target.model.args
-        if draft.args.dim != a.dim:
-            raise DraftError(f"draft width {draft.args.dim} does not match the target's {a.dim}")
-        if int(draft.vocab.max()) >= a.vocab_size:
-            raise DraftError("draft vocabulary has ids beyond the target's vocabulary")
-        self.name = name or "eagle"
-        self.draft = draft.eval()
-        self.t = target
-        self.emb = target.model.embed  # (V, dim) the target's input embedding, frozen
+    Weights only (shared by sessions); each proposer brings its own KV cache.
+    """
+
+    fused = False
+
+    def __init__(self, draft: EagleDraft, model: llama.Transformer) -> None:
+        fmt = model.weights
+        self.draft = for_inference(copy.deepcopy(draft), fmt if fmt in ("bf16", "int8") else "fp32")
+        self.args = draft.args
+        self.vocab = draft.vocab.tolist()
         # Head over the reduced vocabulary: rows of the tied embedding, in the
         # target's own weight format (int8 by default: a quarter of fp32's bytes).
-        fmt = target.model.weights
-        rows = target.model.embed[draft.vocab].float()  # (Vr, dim)
+        rows = model.embed[draft.vocab].float()  # (Vr, dim)
         self.head = Linear(rows, None, fmt if fmt in ("fp32", "bf16", "int8") else "int8")
-        self.head_dt = target.model.dtype  # the activation dtype of that format
+        self.head_dt = model.dtype  # the activation dtype of that format
+
+    def new_cache(self, max_len: int) -> KVCache:
+        return self.draft.new_cache(max_len)
+
+    def step(
+        self, cache: KVCache, f: torch.Tensor, e: torch.Tensor, pos: int
+    ) -> tuple[torch.Tensor, int]:
+        """Feed rows (T, dim) at pos; (predicted feature of the last row (dim,), its argmax row)."""
+        h = self.draft(f[None], e[None], cache, pos)[0, -1]
+        return h, int(self.head.fn(h[None].to(self.head_dt)).argmax())
+
+
+class FusedDraft:
+    """The same step as ``PerOpDraft`` in one call of the fused C++ forward (kernels/llama_step).
+
+    The draft's decoder layer is a llama layer, so it runs as a one-layer model
+    on the target's kernel through ``forward_embeds``: the input is fc([f ; e])
+    and the model's final norm and head are the draft's norm and the reduced
+    head. Per drafted token this is two kernel calls (fc, then the layer + head)
+    and a norm instead of ~25 torch ops: ~1 ms right after a target step, whose
+    ~70 MB of weights evict the draft's from the caches, so its cost is the bytes
+    it reads (int4 layer + head + int8 fc ≈ 4.7 MB). Formats follow the target:
+    the head rows are packed like the target's own head (int4 = the GGUF's Q4_1
+    grid, reproduced exactly by pack_q4; else int8).
+    """
+
+    fused = True
+
+    def __init__(
+        self,
+        draft: EagleDraft,
+        model: llama.Transformer,
+        layer_weights: str = "",
+        fc_weights: str = "int8",
+    ) -> None:
+        mod = kernels.llama_step()
+        if mod is None or model.fused is None or draft.args.n_layer != 1:
+            raise DraftError("the fused draft needs the fused target kernel and a one-layer draft")
+        a = draft.args
+        ly = draft.layers[0]
+        mat = lambda w, fmt: fused.matrix(Linear(w.detach().float(), None, fmt))  # noqa: E731
+        # Layer weights default to the target's format: int4 halves the bytes each
+        # step reads and did not lower acceptance (0.55/0.24/0.09 vs 0.51/0.22/0.07
+        # with int8 at K = 3 over 12 held-out prompts).
+        layer_weights = layer_weights or ("int4" if model.weights == "int4" else "int8")
+        mats = [mat(x.weight, layer_weights) for x in (ly.wqkv, ly.wo, ly.w13, ly.w2)]
+        head = mat(model.embed[draft.vocab].float(), "int4" if model.weights == "int4" else "int8")
+        if head is None or any(x is None for x in mats):
+            raise DraftError("no kernel layout for the draft's matrices")
+        self.args = a
         self.vocab = draft.vocab.tolist()
-        self.cache = draft.new_cache(target.max_len)
+        # fc runs on the kernel's matrix product too (int8 activations): the target
+        # streams ~70 MB per step through the caches, so every draft step reads its
+        # weights from DRAM and their bytes are its cost (fp32 fc: 2.6 MB; int8: 0.7).
+        fc_w = draft.fc.weight.detach().float()  # (dim, 2·dim)
+        self.fc = mat(fc_w, fc_weights) if fc_weights != "fp32" else None
+        self.fc_w = fc_w.contiguous()
+        self.fc_b = draft.fc.bias.detach().float().contiguous()
+        self.gemm = mod.gemm
+        self.norm = draft.norm.detach().float().contiguous()
+        tab = draft.freqs(0, model.max_len)[:, 0]  # (Tmax, D/2) complex rotations
+        empty = torch.empty(0)
+        norms = [ly.attn_norm.detach().float().contiguous(),
+                 ly.ffn_norm.detach().float().contiguous(), empty]  # fmt: skip
+        self.model = mod.Model(
+            a.n_head, a.n_kv_head, a.head_dim, float(a.norm_eps),
+            model.embed.float().contiguous(),  # unused by forward_embeds (shared, not copied)
+            self.norm, tab.real.contiguous(), tab.imag.contiguous(), [norms], [mats], head,
+        )  # fmt: skip
+
+    def new_cache(self, max_len: int) -> KVCache:
+        a = self.args
+        return KVCache(1, a.n_kv_head, max_len, a.head_dim, torch.float32)
+
+    def step(
+        self, cache: KVCache, f: torch.Tensor, e: torch.Tensor, pos: int
+    ) -> tuple[torch.Tensor, int]:
+        fe = torch.cat([f, e], dim=-1)  # (T, 2·dim)
+        if self.fc is None:
+            x = F.linear(fe, self.fc_w, self.fc_b)
+        else:
+            x = self.gemm(fe, self.fc).add_(self.fc_b)  # (T, dim)
+        logits, h = self.model.forward_embeds(x, cache.kv, pos, True, True)
+        cache.advance(pos + x.shape[0])
+        a = self.args
+        h = F.rms_norm(h[-1], (a.dim,), self.norm, a.norm_eps)  # the draft's output feature
+        return h, int(logits[0].argmax())
+
+
+DraftRunner = PerOpDraft | FusedDraft
+
+
+def prepare(
+    draft: EagleDraft, model: llama.Transformer, fused: bool | None = None, **kw: str
+) -> DraftRunner:
+    """The draft's inference weights for this target, built once and shared by sessions.
+
+    fused=None: on the fused kernel when the target runs on it; kw: FusedDraft's
+    weight formats (layer_weights, fc_weights).
+    """
+    if fused is None:
+        fused = model.fused is not None and kernels.llama_step() is not None
+    return FusedDraft(draft, model, **kw) if fused else PerOpDraft(draft, model)
+
+
+class EagleProposer:
+    """Drafts K tokens with a prepared EAGLE draft fed by a FeatureTarget (greedy drafts).
+
+    The runner's weights are shared; this proposer owns the draft's KV cache.
+    """
+
+    def __init__(self, runner: DraftRunner, target: FeatureTarget, name: str = "") -> None:
+        a = target.model.args
+        if runner.args.dim != a.dim:
+            raise DraftError(f"draft width {runner.args.dim} does not match the target's {a.dim}")
+        if max(runner.vocab) >= a.vocab_size:
+            raise DraftError("draft vocabulary has ids beyond the target's vocabulary")
+        self.name = name or "eagle"
+        self.t = target
+        self.emb = target.model.embed  # (V, dim) the target's input embedding, frozen
+        self.runner = runner
+        self.cache = runner.new_cache(target.max_len)
+        self.vocab = runner.vocab
         self.ctx: list[int] = []  # context whose true features fill the draft cache
 
     def reset(self) -> None:
@@ -99,22 +221,50 @@ class EagleProposer:
         n = len(context) - 1
         if k <= 0 or n < 1 or self.t.length != n or n + k > self.cache.max_len:
             return Proposal(tokens=[])
-        c = min(max(0, _common_prefix(self.ctx, context) - 1), self.cache.length, n - 1)
+        m = min(len(self.ctx), len(context))
+        # Usually the context extends the last one: one C-level slice compare.
+        same = m if self.ctx[:m] == context[:m] else _common_prefix(self.ctx, context)
+        c = min(max(0, same - 1), self.cache.length, n - 1)
         self.cache.rollback(c)
         f = self.t.feats[c:n]  # (T, dim)
         e = self.emb[torch.as_tensor(context[c + 1 : n + 1])].float()  # (T, dim)
-        h = self.draft(f[None], e[None], self.cache, c)[0, -1]  # (dim,) ≈ target feature at n
+        h, row = self.runner.step(self.cache, f, e, c)  # h ≈ the target's feature at n
         self.ctx = list(context)
-        tokens: list[int] = []
-        for i in range(k):
-            tok = self.vocab[int(self.head.fn(h[None].to(self.head_dt)).argmax())]
-            tokens.append(tok)
-            if i == k - 1:
-                break
-            x = self.emb[tok].float()[None, None]
-            h = self.draft(h[None, None], x, self.cache, n + i)[0, -1]
+        tokens = [self.vocab[row]]
+        for i in range(k - 1):
+            h, row = self.runner.step(
+                self.cache, h[None], self.emb[tokens[-1]].float()[None], n + i
+            )
+            tokens.append(self.vocab[row])
         self.cache.rollback(n)  # speculative rows never stay in the cache
         return Proposal(tokens=tokens)
+
+
+class HybridProposer:
+    """Prompt lookup where the context has a long enough match, the EAGLE draft otherwise.
+
+    Input-grounded replies (quotes, summaries) copy spans of the prompt, which
+    n-gram lookup proposes for free and often fully right; elsewhere the draft
+    model guesses. The EAGLE proposer catches up with the context by itself
+    (the target keeps every position's feature), so skipping it costs nothing.
+    """
+
+    def __init__(self, ngram: Proposer, eagle: EagleProposer, name: str = "") -> None:
+        self.ngram, self.eagle = ngram, eagle
+        self.name = name or f"ngram+{eagle.name}"
+        self.used_ngram = 0  # steps the n-gram proposal was taken (for benches)
+
+    def reset(self) -> None:
+        self.ngram.reset()
+        self.eagle.reset()
+        self.used_ngram = 0
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        p = self.ngram.propose(context, k)
+        if p.tokens:
+            self.used_ngram += 1
+            return p
+        return self.eagle.propose(context, k)
 
 
 def draft_path(name_or_path: str = DEFAULT_DRAFT) -> Path:
@@ -153,8 +303,17 @@ def load_draft(name_or_path: str = DEFAULT_DRAFT) -> EagleDraft:
 
 
 def attach(
-    model: llama.Transformer, draft: EagleDraft, max_len: int | None = None
+    model: llama.Transformer,
+    draft: EagleDraft | DraftRunner,
+    max_len: int | None = None,
+    fused: bool | None = None,
+    name: str = "eagle",
 ) -> tuple[FeatureTarget, EagleProposer]:
+    """A FeatureTarget over model and a proposer reading it (fresh caches).
+
+    Pass a ``prepare``d runner to share the draft's inference weights between
+    sessions; an EagleDraft is prepared here (once per call).
+    """
+    runner = prepare(draft, model, fused) if isinstance(draft, EagleDraft) else draft
     target = FeatureTarget(model, max_len)
-    fast = for_inference(draft, model.weights if model.weights in ("bf16", "int8") else "fp32")
-    return target, EagleProposer(fast, target, name="eagle")
+    return target, EagleProposer(runner, target, name=name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -144,21 +145,43 @@ class Engine:
     load_s: float = 0.0
     drafter: str = "none"
     draft_model: llama.Transformer | None = None
+    # An EAGLE draft's inference weights (draft_spec.prepare), shared by every fork.
+    eagle: Any = None
+    k_max: int = 8
 
     def decoder(self) -> SpeculativeDecoder:
         return SpeculativeDecoder(
-            self.target, self.proposer, self.sampling, k=self.k, adaptive=self.adaptive
+            self.target,
+            self.proposer,
+            self.sampling,
+            k=self.k,
+            adaptive=self.adaptive,
+            k_max=self.k_max,
         )
 
     def fork(self, sampling: SamplingParams | None = None) -> Engine:
         """Same weights, fresh caches (one per session)."""
         sp = sampling or self.sampling
-        return replace(
-            self,
-            target=ModelTarget(self.model),
-            proposer=_proposer(self.drafter, sp, self.draft_model),
-            sampling=sp,
-        )
+        target, proposer = _session(self.model, self.drafter, sp, self.draft_model, self.eagle)
+        return replace(self, target=target, proposer=proposer, sampling=sp)
+
+
+def _session(
+    model: llama.Transformer,
+    drafter: str,
+    sp: SamplingParams,
+    draft_model: llama.Transformer | None,
+    eagle: Any,
+) -> tuple[ModelTarget, Proposer | None]:
+    """A session's target and proposer: fresh caches over shared weights."""
+    if eagle is not None:  # the EAGLE draft reads the target's features: built as a pair
+        from voicepipe.nn.draft_spec import HybridProposer, attach
+
+        target, prop = attach(model, eagle, name=drafter)
+        if drafter.startswith(HYBRID):
+            return target, HybridProposer(NgramProposer(min_n=HYBRID_MIN_N), prop, drafter)
+        return target, prop
+    return ModelTarget(model), _proposer(drafter, sp, draft_model)
 
 
 def _proposer(
@@ -172,7 +195,14 @@ def _proposer(
     return ModelProposer(draft_model, sp, name=drafter)
 
 
+# "ngram+<draft>": prompt lookup where the context has a match of HYBRID_MIN_N tokens
+# or more (quotes, repeats), the EAGLE draft otherwise.
+HYBRID = "ngram+"
+HYBRID_MIN_N = 3
+
+
 _MODELS: dict[tuple[str, str, int], tuple[llama.Transformer, float]] = {}
+_EAGLES: dict[tuple[str, int], Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -183,6 +213,21 @@ def shared_model(path: Path, weights: str, max_len: int) -> tuple[llama.Transfor
         if key not in _MODELS:
             _MODELS[key] = llama.load(path, weights, max_len=max_len)
         return _MODELS[key]
+
+
+def shared_eagle(name: str, model: llama.Transformer, cache: bool = True) -> Any:
+    """An EAGLE draft's inference weights for ``model``, prepared once per process."""
+    from voicepipe.nn.draft_spec import draft_path, load_draft, prepare
+
+    path = str(draft_path(name))
+    key = (path, id(model))
+    with _LOCK:
+        if key not in _EAGLES or not cache:
+            runner = prepare(load_draft(path), model)
+            if not cache:
+                return runner
+            _EAGLES[key] = (runner, model)  # the model ref keeps id(model) from being reused
+        return _EAGLES[key][0]
 
 
 def load_engine(
@@ -196,23 +241,34 @@ def load_engine(
     threads: int | None = None,
     cache: bool = True,
     draft_weights: str = "int4",
+    k_max: int = 8,
 ) -> Engine:
-    """Target (+ drafter: "none", "ngram" or a draft model's name/path sharing the tokenizer).
+    """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft", or
+    "ngram+smollm2-draft": prompt lookup where the context has a 3-gram match, the
+    draft otherwise) or a GGUF draft model's name/path sharing the tokenizer).
 
-    A draft model runs in ``draft_weights`` (int4 by default): its tokens are
+    A GGUF draft model runs in ``draft_weights`` (int4 by default): its tokens are
     only proposals, so its precision barely moves acceptance, while its decode
-    cost is paid K times per step.
+    cost is paid K times per step. An EAGLE draft's weights are prepared once per
+    process and target model (``shared_eagle``); each fork has its own caches.
     """
+    from voicepipe.nn.draft_spec import is_eagle_draft
+
     if threads:
         torch.set_num_threads(threads)
     sp = sampling or SamplingParams()
     get = shared_model if cache else (lambda p, w, n: llama.load(p, w, max_len=n))
     m, load_s = get(gguf_path(model), weights, max_len)
     tok = ChatTokenizer(m.metadata)
-    draft = None
-    if drafter not in ("", "none", "off", "ngram"):
+    draft = eagle = None
+    name = drafter.removeprefix(HYBRID)
+    if drafter.startswith(HYBRID) or is_eagle_draft(drafter):
+        if not is_eagle_draft(name):
+            raise ValueError(f"drafter {drafter!r}: {name!r} is not an EAGLE draft")
+        eagle = shared_eagle(name, m, cache)
+    elif drafter not in ("", "none", "off", "ngram"):
         draft, _ = get(gguf_path(drafter), draft_weights, m.max_len)
         if draft.args.vocab_size > m.args.vocab_size:
             raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
-    proposer = _proposer(drafter, sp, draft)
-    return Engine(m, tok, ModelTarget(m), proposer, sp, k, adaptive, load_s, drafter, draft)
+    target, proposer = _session(m, drafter, sp, draft, eagle)
+    return Engine(m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle, k_max)

@@ -54,14 +54,14 @@ def gen(args: argparse.Namespace) -> int:
     from voicepipe.nn import llama
     from voicepipe.nn.engine import gguf_path
     from voicepipe.nn.tokenizer import ChatTokenizer
-    from voicepipe.training.draft_gen import generate_batch
+    from voicepipe.training.draft_gen import generate_batch, generate_one
     from voicepipe.training.draft_prompts import train_prompts
 
     torch.set_num_threads(args.threads)
     out = data_dir(args.data)
     out.mkdir(parents=True, exist_ok=True)
     prompts = train_prompts(args.n_prompts, seed=args.seed)
-    m, _ = llama.load(gguf_path(args.model), "bf16", max_len=2048)
+    m, _ = llama.load(gguf_path(args.model), args.gen_weights, max_len=2048)
     tok = ChatTokenizer(m.metadata)
     bs = args.batch
     n_shards = (len(prompts) + bs - 1) // bs
@@ -72,7 +72,10 @@ def gen(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         idx = range(s * bs, min(len(prompts), (s + 1) * bs))
         ids = [chat(tok, prompts[i], i) for i in idx]
-        samples = generate_batch(m, ids, args.max_new, tok.stop_ids)
+        if m.fused is not None:  # the serving target itself, one prompt at a time
+            samples = [generate_one(m, x, args.max_new, set(tok.stop_ids)) for x in ids]
+        else:
+            samples = generate_batch(m, ids, args.max_new, tok.stop_ids)
         for i, smp in zip(idx, samples, strict=True):
             smp["prompt_index"] = i
         tmp = path.with_suffix(".tmp")
@@ -80,8 +83,9 @@ def gen(args: argparse.Namespace) -> int:
         tmp.rename(path)  # a killed run never leaves a half-written shard
         n = sum(len(x["tokens"]) - x["prompt_len"] for x in samples)
         dt = time.perf_counter() - t0
-        log.info("shard %d/%d: %d reply tokens in %.1f s (%.0f tok/s)", s + 1, n_shards, n, dt,
-                 n / dt)
+        log.info(
+            "shard %d/%d: %d reply tokens in %.1f s (%.0f tok/s)", s + 1, n_shards, n, dt, n / dt
+        )
         print(f"shard {s + 1}/{n_shards} tokens={n} {n / dt:.0f} tok/s", flush=True)
     return 0
 
@@ -118,13 +122,23 @@ def register(sub: argparse._SubParsersAction) -> None:
             "data. gen and fit resume where a killed run stopped. Run with nice -n 15."
         ),
     )
-    p.add_argument("--stage", choices=("gen", "fit", "export", "all"), default="all",
-                   help="which stage to run (default all)")
+    p.add_argument(
+        "--stage",
+        choices=("gen", "fit", "export", "all"),
+        default="all",
+        help="which stage to run (default all)",
+    )
     p.add_argument("--model", default="smollm2-135m", help="target model (default smollm2-135m)")
     p.add_argument("--data", default="", help="data dir (default $VOICEPIPE_HOME/data/draft)")
     p.add_argument("--run", default="", help="run dir (default $VOICEPIPE_HOME/runs/draft)")
     p.add_argument("--n-prompts", type=int, default=3000, help="training prompts (default 3000)")
     p.add_argument("--seed", type=int, default=0, help="prompt seed (default 0)")
+    p.add_argument(
+        "--gen-weights",
+        default="int4",
+        help="gen: target weights (default int4, the serving default: fused step, "
+        "batch 1; bf16 runs the batched per-op path)",
+    )
     p.add_argument("--batch", type=int, default=32, help="generation batch (default 32)")
     p.add_argument("--max-new", type=int, default=160, help="reply token cap (default 160)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -132,10 +146,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, default=3000, help="fit: optimizer steps (default 3000)")
     p.add_argument("--lr", type=float, default=1e-3, help="fit: peak learning rate")
     p.add_argument("--bs", type=int, default=8, help="fit: sequences per step (default 8)")
-    p.add_argument("--self-feed", action="store_true",
-                   help="fit: add a pass on the draft's own predicted features (2x cost)")
-    p.add_argument("--out", default="models/smollm2-draft/smollm2-draft.pt",
-                   help="export: release checkpoint path (default models/smollm2-draft/…)")
+    p.add_argument(
+        "--init",
+        default="",
+        help="fit: start from this draft checkpoint (fine-tune) instead of the target's last layer",
+    )
+    p.add_argument(
+        "--val-shard", type=int, default=0, help="fit: index of the held-out gen shard (default 0)"
+    )
+    p.add_argument(
+        "--self-feed",
+        action="store_true",
+        help="fit: add a pass on the draft's own predicted features (2x cost)",
+    )
+    p.add_argument(
+        "--out",
+        default="models/smollm2-draft/smollm2-draft.pt",
+        help="export: release checkpoint path (default models/smollm2-draft/…)",
+    )
     p.set_defaults(func=_handler)
 
 

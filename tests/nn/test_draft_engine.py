@@ -1,0 +1,148 @@
+"""The EAGLE draft inside the engine: fused vs per-op draft, exact speculation, shared weights.
+
+Runs on the default target in its default format (int4, the fused kernel) with
+the committed draft checkpoint.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from voicepipe.nn import kernels
+
+SYSTEM = "You are a helpful voice assistant. Answer in one to three short spoken sentences."
+QUESTIONS = ("How do I make a cup of tea?", "What is a haiku?")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from voicepipe.nn.engine import load_engine
+
+    return load_engine("smollm2-135m", "int4", "smollm2-draft", k=2, max_len=512)
+
+
+def _ids(eng, q: str) -> list[int]:
+    return eng.tokenizer.chat_ids(
+        [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": q},
+        ]
+    )
+
+
+def _plain(eng, ids: list[int], n: int) -> list[int]:
+    from voicepipe.core.spec import SpeculativeDecoder
+    from voicepipe.nn.engine import ModelTarget
+
+    dec = SpeculativeDecoder(ModelTarget(eng.model, 512), None)
+    return [t for s in dec.generate(ids, n, set(eng.tokenizer.stop_ids)) for t in s]
+
+
+def test_engine_builds_the_eagle_drafter(engine) -> None:
+    from voicepipe.nn.draft_spec import EagleProposer, FeatureTarget
+
+    assert engine.eagle is not None
+    assert isinstance(engine.target, FeatureTarget)
+    assert isinstance(engine.proposer, EagleProposer)
+    assert engine.proposer.t is engine.target  # the proposer reads this session's features
+    assert engine.proposer.runner.fused == (engine.model.fused is not None)
+
+
+@pytest.mark.parametrize("k, adaptive", [(1, False), (3, False), (2, True)])
+def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -> None:
+    from dataclasses import replace
+
+    from voicepipe.core.spec import SpecMetrics
+
+    eng = replace(engine.fork(), k=k, adaptive=adaptive)
+    stop = set(eng.tokenizer.stop_ids)
+    total = SpecMetrics()
+    for q in QUESTIONS:
+        ids = _ids(eng, q)
+        dec = eng.decoder()
+        spec = [t for s in dec.generate(ids, 32, stop) for t in s]
+        assert spec == _plain(eng, ids, 32), q
+        total.merge(dec.metrics)
+    assert total.drafted > 0
+    # A trained draft gets a real share of its first guesses right (untrained ≈ 0).
+    assert total.accept_by_pos[0] > 0.2
+
+
+def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
+    from voicepipe.nn.draft_spec import HybridProposer
+    from voicepipe.nn.engine import load_engine
+
+    eng = load_engine(
+        "smollm2-135m", "int4", "ngram+smollm2-draft", k=3, adaptive=False, max_len=512
+    )
+    assert isinstance(eng.proposer, HybridProposer)
+    stop = set(eng.tokenizer.stop_ids)
+    text = "The quick brown fox jumps over the lazy dog near the old mill by the river."
+    for q in (f'Repeat exactly: "{text}"', QUESTIONS[0]):
+        ids = _ids(eng, q)
+        dec = eng.decoder()
+        spec = [t for s in dec.generate(ids, 32, stop) for t in s]
+        assert spec == _plain(eng, ids, 32), q
+    assert eng.proposer.used_ngram > 0  # the quote came from prompt lookup
+    assert dec.metrics.drafted > 0  # the plain question from the draft
+
+
+def test_forks_share_weights_and_keep_their_own_caches(engine) -> None:
+    from voicepipe.nn.engine import load_engine
+
+    a, b = engine.fork(), engine.fork()
+    assert a.eagle is b.eagle is engine.eagle  # draft weights prepared once
+    assert a.proposer.runner is b.proposer.runner
+    assert a.proposer.cache is not b.proposer.cache
+    assert a.target.cache is not b.target.cache and a.target.feats is not b.target.feats
+    again = load_engine("smollm2-135m", "int4", "smollm2-draft", k=2, max_len=512)
+    assert again.model is engine.model and again.eagle is engine.eagle  # process-wide
+    # Interleaved sessions do not disturb each other's caches.
+    stop = set(engine.tokenizer.stop_ids)
+    ids_a, ids_b = _ids(a, QUESTIONS[0]), _ids(b, QUESTIONS[1])
+    ga, gb = a.decoder().generate(ids_a, 24, stop), b.decoder().generate(ids_b, 24, stop)
+    out_a: list[int] = []
+    out_b: list[int] = []
+    for sa, sb in zip(ga, gb, strict=False):
+        out_a += sa
+        out_b += sb
+    out_a += [t for s in ga for t in s]
+    out_b += [t for s in gb for t in s]
+    assert out_a == _plain(engine, ids_a, 24)
+    assert out_b == _plain(engine, ids_b, 24)
+
+
+def test_fused_draft_matches_per_op_draft(engine) -> None:
+    # Same weights, two paths: the fused kernel quantizes activations to int8 (and
+    # the layer's weights to int8 rows), the per-op reference runs fp32 layer
+    # weights; predicted features must agree closely and the fused top token must
+    # be the reference's, or within a near-tie of it.
+    from voicepipe.nn.draft_spec import FeatureTarget, load_draft, prepare
+
+    if kernels.llama_step() is None or engine.model.fused is None:
+        pytest.skip("no fused kernel here: only the per-op draft runs")
+    m = engine.model
+    draft = load_draft("smollm2-draft")
+    fast, ref = prepare(draft, m, fused=True), prepare(draft, m, fused=False)
+    assert fast.fused and not ref.fused
+    rows = m.embed[draft.vocab].float()  # the reduced head, unquantized
+    ids = _ids(engine, QUESTIONS[0])
+    t = FeatureTarget(m, 512)
+    t.prefill(ids)
+    n = len(ids) - 1
+    f = t.feats[:n]
+    e = m.embed[torch.as_tensor(ids[1 : n + 1])].float()
+    cf, cr = fast.new_cache(512), ref.new_cache(512)
+    with torch.inference_mode():
+        hf, rf = fast.step(cf, f, e, 0)  # catch-up over n rows, then single rows
+        hr, rr = ref.step(cr, f, e, 0)
+        for i in range(4):
+            cos = torch.nn.functional.cosine_similarity(hf, hr, dim=0)
+            assert cos > 0.999, (i, float(cos))
+            scores = hr @ rows.T
+            assert float(scores.max() - scores[rf]) <= 0.02 * float(scores.std()), i
+            tok = draft.vocab[rr]
+            hf, rf = fast.step(cf, hr[None], m.embed[tok].float()[None], n + i)
+            hr, rr = ref.step(cr, hr[None], m.embed[tok].float()[None], n + i)
+    assert cf.length == cr.length == n + 4
