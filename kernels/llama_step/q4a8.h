@@ -55,17 +55,10 @@ inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * K;
     for (int64_t b = 0; b < nb; ++b) {
-      const __m512 v0 = _mm512_loadu_ps(xr + b * kBlock);
-      const __m512 v1 = _mm512_loadu_ps(xr + b * kBlock + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));
-      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
-      _mm_storeu_si128((__m128i*)(a.tmp.data() + b * kBlock), _mm512_cvtsepi32_epi8(q0));
-      _mm_storeu_si128((__m128i*)(a.tmp.data() + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
-      const float s = amax / 127.0f;
+      int32_t qsum;
+      const float s = simd::quantize32(xr + b * kBlock, a.tmp.data() + b * kBlock, &qsum);
       a.s2[m * nb + b] = s;  // (M, nc, 2) is (M, nb) in memory
-      a.t[m * nb + b] = s * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+      a.t[m * nb + b] = s * (float)qsum;
     }
     int8_t* qr = a.q.data() + m * K;
     for (int64_t c = 0; c < nc; ++c)

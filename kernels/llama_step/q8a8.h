@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "simd.h"
+
 namespace q8a8 {
 
 constexpr int64_t kChunk = 64;  // weights per vpdpbusd
@@ -47,17 +49,10 @@ inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
     const float* xr = x + m * K;
     int8_t* qr = a.q.data() + m * K;
     for (int64_t b = 0; b < K / kBlock; ++b) {
-      const __m512 v0 = _mm512_loadu_ps(xr + b * kBlock);
-      const __m512 v1 = _mm512_loadu_ps(xr + b * kBlock + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      // Round half to even (the default MXCSR mode), as torch.round does in the reference.
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(inv)));
-      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(inv)));
-      _mm_storeu_si128((__m128i*)(qr + b * kBlock), _mm512_cvtsepi32_epi8(q0));
-      _mm_storeu_si128((__m128i*)(qr + b * kBlock + 16), _mm512_cvtsepi32_epi8(q1));
+      int32_t qsum;
+      const float s = simd::quantize32(xr + b * kBlock, qr + b * kBlock, &qsum);
       float* sv = a.s.data() + (m * nc + b / 2) * 16 + (b % 2) * 8;
-      for (int i = 0; i < 8; ++i) sv[i] = amax / 127.0f;
+      for (int i = 0; i < 8; ++i) sv[i] = s;
     }
     for (int64_t c = 0; c < nc; ++c) {
       int32_t* o = a.off.data() + (m * nc + c) * 16;

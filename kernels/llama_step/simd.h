@@ -44,4 +44,20 @@ inline __m512 hsum16(const __m512* v) {
 
 inline __mmask16 tail(int64_t left) { return left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1); }
 
+// Quantize 32 floats to int8 with one symmetric scale, rounding half to even
+// (the default MXCSR mode, as torch.round does in kernels/llama_step/reference.py).
+// Returns the scale (max |x| / 127, 0 for an all-zero block); *qsum gets Σ q.
+inline float quantize32(const float* x, int8_t* q, int32_t* qsum) {
+  const __m512 v0 = _mm512_loadu_ps(x);
+  const __m512 v1 = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+  const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv));
+  const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
+  _mm_storeu_si128((__m128i*)q, _mm512_cvtsepi32_epi8(q0));
+  _mm_storeu_si128((__m128i*)(q + 16), _mm512_cvtsepi32_epi8(q1));
+  *qsum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  return amax / 127.0f;
+}
+
 }  // namespace simd
