@@ -47,6 +47,8 @@ def test_engine_builds_the_eagle_drafter(engine) -> None:
     assert isinstance(engine.proposer, EagleProposer)
     assert engine.proposer.t is engine.target  # the proposer reads this session's features
     assert engine.proposer.runner.fused == (engine.model.fused is not None)
+    # The engine's K for this drafter (measured, see load_engine): short drafts, no pauses.
+    assert engine.k_max == 2 and engine.verify_cost == 1.0
 
 
 @pytest.mark.parametrize("k, adaptive", [(1, False), (3, False), (2, True)])
@@ -55,7 +57,7 @@ def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -
 
     from voicepipe.core.spec import SpecMetrics
 
-    eng = replace(engine.fork(), k=k, adaptive=adaptive)
+    eng = replace(engine.fork(), k=k, adaptive=adaptive, k_max=max(k, engine.k_max))
     stop = set(eng.tokenizer.stop_ids)
     total = SpecMetrics()
     for q in QUESTIONS:
@@ -77,6 +79,7 @@ def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
         "smollm2-135m", "int4", "ngram+smollm2-draft", k=3, adaptive=False, max_len=512
     )
     assert isinstance(eng.proposer, HybridProposer)
+    assert eng.proposer.eagle_k == 2 and eng.k_max > 2  # the lookup may draft longer
     stop = set(eng.tokenizer.stop_ids)
     text = "The quick brown fox jumps over the lazy dog near the old mill by the river."
     for q in (f'Repeat exactly: "{text}"', QUESTIONS[0]):
@@ -114,10 +117,11 @@ def test_forks_share_weights_and_keep_their_own_caches(engine) -> None:
 
 
 def test_fused_draft_matches_per_op_draft(engine) -> None:
-    # Same weights, two paths: the fused kernel quantizes activations to int8 (and
-    # the layer's weights to int8 rows), the per-op reference runs fp32 layer
-    # weights; predicted features must agree closely and the fused top token must
-    # be the reference's, or within a near-tie of it.
+    # Same weights, two paths: the fused kernel quantizes activations to int8 and
+    # the layer's weights to int4 (on the int4 target; Q4_1-shaped, 32 per block),
+    # the per-op reference runs fp32 layer weights. Predicted features must agree
+    # closely (cosine 0.997 measured) and the fused top token must be the
+    # reference's, or within a near-tie of it.
     from voicepipe.nn.draft_spec import FeatureTarget, load_draft, prepare
 
     if kernels.llama_step() is None or engine.model.fused is None:
@@ -139,9 +143,9 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
         hr, rr = ref.step(cr, f, e, 0)
         for i in range(4):
             cos = torch.nn.functional.cosine_similarity(hf, hr, dim=0)
-            assert cos > 0.999, (i, float(cos))
+            assert cos > 0.99, (i, float(cos))
             scores = hr @ rows.T
-            assert float(scores.max() - scores[rf]) <= 0.02 * float(scores.std()), i
+            assert float(scores.max() - scores[rf]) <= 0.1 * float(scores.std()), i
             tok = draft.vocab[rr]
             hf, rf = fast.step(cf, hr[None], m.embed[tok].float()[None], n + i)
             hr, rr = ref.step(cr, hr[None], m.embed[tok].float()[None], n + i)

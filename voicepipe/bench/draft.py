@@ -37,9 +37,8 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe.core.ngram import NgramProposer
     from voicepipe.core.spec import SpecMetrics, SpeculativeDecoder
-    from voicepipe.nn import llama
+    from voicepipe.nn import engine as E
     from voicepipe.nn.draft_spec import HybridProposer
-    from voicepipe.nn.engine import HYBRID, ModelTarget, _session, gguf_path, shared_eagle
     from voicepipe.nn.sampling import SamplingParams
     from voicepipe.nn.tokenizer import ChatTokenizer
     from voicepipe.training.draft_prompts import heldout_prompts
@@ -48,20 +47,29 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     weights = args.weights or cfg.weights
-    m, load_s = llama.load(gguf_path(cfg.model), weights, max_len=2048)
+    m, load_s = E.shared_model(E.gguf_path(cfg.model), weights, 2048)
     tok = ChatTokenizer(m.metadata)
     sp = SamplingParams()
-    plain = SpeculativeDecoder(ModelTarget(m), None, sp)
+    plain = SpeculativeDecoder(E.ModelTarget(m), None, sp)
     rows: dict[str, SpeculativeDecoder] = {}
     vocabs: dict[str, set[int]] = {}
     for name in args.drafters.split(","):
+        if args.engine:  # exactly what the LLM stage runs: load_engine's K settings
+            eng = E.load_engine(cfg.model, weights, name, cfg.spec_k, cfg.adaptive_k, sp, 2048)
+            assert eng.model is m
+            rows[name] = eng.fork().decoder()
+            if eng.eagle is not None:
+                vocabs[name] = set(eng.eagle.vocab)
+            continue
         if name == "ngram":
-            ft, prop = ModelTarget(m), NgramProposer()
+            ft, prop = E.ModelTarget(m), NgramProposer()
         else:  # an EAGLE draft, or "ngram+<draft>", exactly as the engine builds them
-            ft, prop = _session(m, name, sp, None, shared_eagle(name.removeprefix(HYBRID), m))
+            ft, prop = E._session(m, name, sp, None, E.shared_eagle(name.removeprefix(E.HYBRID), m))
             vocabs[name] = set(prop.eagle.vocab if isinstance(prop, HybridProposer) else prop.vocab)
+        # Adaptive K as the engine runs an EAGLE drafter: never paused (verify_cost 1.0).
+        vc = 1.5 if name == "ngram" else 1.0
         rows[name] = SpeculativeDecoder(
-            ft, prop, sp, k=args.k, adaptive=not args.fixed_k, k_max=args.k_max
+            ft, prop, sp, k=args.k, adaptive=not args.fixed_k, k_max=args.k_max, verify_cost=vc
         )
     if args.prompts == "grounded":  # bench llm's input-grounded set (quote, summarise)
         from voicepipe.bench.llm import PROMPTS
@@ -107,9 +115,10 @@ def run(args: argparse.Namespace) -> int:
         "model": cfg.model,
         "weights": weights,
         "threads": torch.get_num_threads(),
-        "k": args.k,
-        "k_max": args.k_max,
-        "adaptive_k": not args.fixed_k,
+        "k": cfg.spec_k if args.engine else args.k,
+        "k_max": "engine" if args.engine else args.k_max,
+        "adaptive_k": cfg.adaptive_k if args.engine else not args.fixed_k,
+        "engine_settings": args.engine,
         "prompts": len(prompts),
         "max_new_tokens": max_new,
         "plain": {"tokens": base_n, "time_s": round(base_t, 2), "tok_s": round(base_n / base_t, 2)},
@@ -163,6 +172,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "costs ~1 + 0.2·K decode steps here, so longer drafts rarely pay)",
     )
     p.add_argument("--fixed-k", action="store_true", help="keep K fixed (no adaptive K)")
+    p.add_argument(
+        "--engine",
+        action="store_true",
+        help="build each drafter with load_engine and the config's [llm] spec_k / adaptive_k, "
+        "as the LLM stage does (--k, --k-max, --fixed-k ignored)",
+    )
     p.add_argument("--weights", default="", help="target weight format (default: config llm)")
     p.add_argument("--max-new", type=int, default=0, help="reply cap (default: config llm)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")

@@ -114,7 +114,10 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
         prop = fork.proposer
         if engine.eagle is not None:
             target = fork.target
-    dec = SpeculativeDecoder(target, prop, engine.sampling, k=engine.k, adaptive=engine.adaptive)
+    dec = SpeculativeDecoder(
+        target, prop, engine.sampling, k=engine.k, adaptive=engine.adaptive,
+        k_max=engine.k_max, verify_cost=engine.verify_cost,
+    )  # fmt: skip
     t0 = time.perf_counter()
     out: list[int] = []
     t_first = t0

@@ -207,12 +207,14 @@ class SpeculativeDecoder:
         adaptive: bool = True,
         k_max: int = 8,
         clock: Callable[[], int] = time.perf_counter_ns,
+        verify_cost: float = 1.5,
     ) -> None:
         self.target = target
         self.proposer = proposer
         self.sp = sampling or SamplingParams()
         self.rng = np.random.default_rng(self.sp.seed)
         self.k_init, self.adaptive, self.k_max = k, adaptive, k_max
+        self.verify_cost = verify_cost  # AdaptiveK's pause threshold (see there)
         self.clock = clock
         self.metrics = SpecMetrics()
 
@@ -229,7 +231,9 @@ class SpeculativeDecoder:
     ) -> Iterator[list[int]]:
         """Yields the tokens each step emits (a stop token ends the stream, included)."""
         self.metrics = m = SpecMetrics()
-        ctl = AdaptiveK(self.k_init, k_max=self.k_max, adaptive=self.adaptive)
+        ctl = AdaptiveK(
+            self.k_init, k_max=self.k_max, adaptive=self.adaptive, verify_cost=self.verify_cost
+        )
         if self.proposer is None or self.k_init <= 0:
             ctl.off_steps = 1 << 62
         clock = self.clock

@@ -249,8 +249,11 @@ class HybridProposer:
     (the target keeps every position's feature), so skipping it costs nothing.
     """
 
-    def __init__(self, ngram: Proposer, eagle: EagleProposer, name: str = "") -> None:
+    def __init__(
+        self, ngram: Proposer, eagle: EagleProposer, name: str = "", eagle_k: int = 0
+    ) -> None:
         self.ngram, self.eagle = ngram, eagle
+        self.eagle_k = eagle_k  # > 0: the draft proposes at most this many, lookup up to k
         self.name = name or f"ngram+{eagle.name}"
         self.used_ngram = 0  # steps the n-gram proposal was taken (for benches)
 
@@ -264,7 +267,7 @@ class HybridProposer:
         if p.tokens:
             self.used_ngram += 1
             return p
-        return self.eagle.propose(context, k)
+        return self.eagle.propose(context, min(k, self.eagle_k) if self.eagle_k else k)
 
 
 def draft_path(name_or_path: str = DEFAULT_DRAFT) -> Path:

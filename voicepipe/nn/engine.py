@@ -148,6 +148,7 @@ class Engine:
     # An EAGLE draft's inference weights (draft_spec.prepare), shared by every fork.
     eagle: Any = None
     k_max: int = 8
+    verify_cost: float = 1.5  # AdaptiveK pauses speculation below this break-even
 
     def decoder(self) -> SpeculativeDecoder:
         return SpeculativeDecoder(
@@ -157,6 +158,7 @@ class Engine:
             k=self.k,
             adaptive=self.adaptive,
             k_max=self.k_max,
+            verify_cost=self.verify_cost,
         )
 
     def fork(self, sampling: SamplingParams | None = None) -> Engine:
@@ -179,7 +181,8 @@ def _session(
 
         target, prop = attach(model, eagle, name=drafter)
         if drafter.startswith(HYBRID):
-            return target, HybridProposer(NgramProposer(min_n=HYBRID_MIN_N), prop, drafter)
+            ngram = NgramProposer(min_n=HYBRID_MIN_N)
+            return target, HybridProposer(ngram, prop, drafter, eagle_k=EAGLE_K)
         return target, prop
     return ModelTarget(model), _proposer(drafter, sp, draft_model)
 
@@ -199,6 +202,8 @@ def _proposer(
 # or more (quotes, repeats), the EAGLE draft otherwise.
 HYBRID = "ngram+"
 HYBRID_MIN_N = 3
+EAGLE_K = 2  # the EAGLE draft's longest proposal in the engine
+HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
 
 
 _MODELS: dict[tuple[str, str, int], tuple[llama.Transformer, float]] = {}
@@ -241,7 +246,7 @@ def load_engine(
     threads: int | None = None,
     cache: bool = True,
     draft_weights: str = "int4",
-    k_max: int = 8,
+    k_max: int = 0,
 ) -> Engine:
     """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft", or
     "ngram+smollm2-draft": prompt lookup where the context has a 3-gram match, the
@@ -271,4 +276,15 @@ def load_engine(
         if draft.args.vocab_size > m.args.vocab_size:
             raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
     target, proposer = _session(m, drafter, sp, draft, eagle)
-    return Engine(m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle, k_max)
+    verify_cost = 1.5
+    if eagle is not None:
+        # Measured (docs/BENCHMARKS.md, bench draft): the EAGLE draft's third guess is
+        # right < 10 % of the time, so it drafts at most EAGLE_K (the hybrid lets
+        # prompt lookup go longer); and on the fused target a pass over K+1 rows
+        # costs about one decode, so speculation never pauses (break-even 0).
+        k_max = k_max or (HYBRID_K_MAX if drafter.startswith(HYBRID) else EAGLE_K)
+        verify_cost = 1.0
+    return Engine(
+        m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle,
+        k_max or 8, verify_cost,
+    )  # fmt: skip
