@@ -11,7 +11,9 @@ same temperature / that of the row (the vocoder is identical for both and is
 left out); ``rtf`` = (LM + vocoder) time / audio seconds; ``ttfa_ms`` =
 call → first audio chunk. The rows ``ar-streamed`` and ``<rule>-streamed``
 (the configured default rule, what a session runs) are measured end to end
-through the streaming decoder; the other rows time the LM alone and add the
+through the streaming decoder, with ``cpu_rtf`` = process CPU seconds (all
+threads) per audio second, which the machine's load barely moves; the other
+rows time the LM alone and add the
 vocoder time measured in that streamed run (the vocoder does the same work
 for any codes), and decode each distinct code sequence once for the WER.
 ``target_passes_per_s`` = target forward passes
@@ -148,9 +150,10 @@ def run(args: argparse.Namespace) -> dict:
     # The configured default (rule, β, k), streamed end to end: what a session gets.
     default = SynthOptions.from_config(args.config.tts)
     default.seed = args.seed
-    streamed_default = [tts.synth(t, default) for t in texts]
+    streamed_default, cpu_default = _timed_cpu(lambda: [tts.synth(t, default) for t in texts])
     # Plain AR, streamed end to end: the measured RTF and ttfa, and the vocoder's share.
-    streamed = [tts.synth(t, SynthOptions(rule="ar", seed=args.seed)) for t in texts]
+    ar = SynthOptions(rule="ar", seed=args.seed)
+    streamed, cpu_ar = _timed_cpu(lambda: [tts.synth(t, ar) for t in texts])
     voc_s = sum(r.wall_s - r.lm_s for r in streamed)
     voc_rtf = voc_s / sum(r.audio_s for r in streamed)
     first_voc_s = float(np.median([r.ttfa_s - r.stats.get("first_s", 0.0) for r in streamed]))
@@ -181,7 +184,7 @@ def run(args: argparse.Namespace) -> dict:
         if temp == 0.0:
             rows.append(
                 _row("codec-lm", "ar-streamed", None, streamed, texts, base_lm)
-                | {"temperature": 0.0, "vocoder_rtf": voc_rtf}
+                | {"temperature": 0.0, "vocoder_rtf": voc_rtf, "cpu_rtf": _per_s(cpu_ar, streamed)}
             )
             print(json.dumps(rows[-1]), file=sys.stderr)
             rows.append(
@@ -193,7 +196,12 @@ def run(args: argparse.Namespace) -> dict:
                     texts,
                     base_lm,
                 )
-                | {"temperature": default.temperature, "top_k": default.top_k, "default": True}
+                | {
+                    "temperature": default.temperature,
+                    "top_k": default.top_k,
+                    "default": True,
+                    "cpu_rtf": _per_s(cpu_default, streamed_default),
+                }
             )
             print(json.dumps(rows[-1]), file=sys.stderr)
         rows.append(_row("codec-lm", "ar", None, base, texts, base_lm) | {"temperature": temp})
@@ -221,6 +229,17 @@ def run(args: argparse.Namespace) -> dict:
         "first_frames": tts.first_frames,
         "load_avg": _load(),
     }
+
+
+def _timed_cpu(fn):
+    """(fn(), process CPU seconds it took): all threads, so a load-independent cost."""
+    c0 = time.process_time()
+    out = fn()
+    return out, time.process_time() - c0
+
+
+def _per_s(cpu_s: float, res: list) -> float:
+    return cpu_s / sum(r.audio_s for r in res)
 
 
 def _load() -> list[float]:
