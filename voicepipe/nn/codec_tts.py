@@ -1,15 +1,13 @@
-"""Codec-LM TTS inference: text → phonemes → durations → aligned frames → codes.
+"""Codec-LM TTS inference: text → phonemes → durations → aligned frames → codes → audio.
 
-``CodecLMDrafter`` / ``CodecLMScorer`` adapt the KV-cached models to the
-protocols of ``core.audio_spec``. Each keeps the level-0 inputs its cache was
-built from and, on every call, re-uses the longest prefix that still matches
-the new history (rollback = overwrite from there), so rejected drafts cost
-nothing but the positions they occupied.
+``CodecLMTTS`` runs speculative decoding of the codec LM (``core.audio_spec``
+over the adapters of nn/codec_lm_decode.py) and streams the codes through the
+MelVQ codec's exact streaming vocoder. ``CodecLMTTS.shared(cfg)`` gives each
+session its own TTS over one process-wide copy of the weights.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,162 +15,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from voicepipe.nn.codec_lm import CodecLM, ModelArgs
-from voicepipe.nn.duration import DurArgs, DurationPredictor
-from voicepipe.nn.phonemes import FrameAlign, align
-
-
-class _Cached:
-    """Shared bookkeeping: the cache holds positions 0..len(inputs)-1 built from inputs.
-
-    The KV cache belongs to this object (one utterance), not to the model, so any
-    number of utterances and sessions decode concurrently over one loaded model."""
-
-    def __init__(self, model: CodecLM, cond: torch.Tensor) -> None:
-        self.model = model
-        self.cond = cond  # (1, T, d)
-        self.inputs: list[int] = []
-        self.cache = model.new_cache(cond.shape[1] + 16)
-
-    def _valid(self, wanted: list[int]) -> int:
-        n = 0
-        for a, b in zip(self.inputs, wanted, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
-
-    def run(self, wanted: list[int]) -> torch.Tensor:
-        """Make the cache hold ``wanted``; return hidden states (S, d) of the new positions."""
-        n = self._valid(wanted)
-        new = wanted[n:]
-        if not new:  # the last position is needed again: recompute it
-            n -= 1
-            new = wanted[n:]
-        t = self.cond.shape[1]
-        cond = self.cond[:, min(n, t - 1) : n + len(new)]
-        if cond.shape[1] < len(new):  # past the last aligned frame: repeat it
-            pad = self.cond[:, -1:].expand(1, len(new) - cond.shape[1], -1)
-            cond = torch.cat([cond, pad], 1)
-        x = torch.tensor([new], dtype=torch.long)
-        h = self.model(x, cond, pos=n, cache=self.cache)[0]
-        self.inputs = list(wanted)
-        return h
-
-
-def _inputs(history: list[int], bos: int) -> list[int]:
-    return [bos, *history]  # input at position t is the code of frame t-1
-
-
-class CodecLMDrafter(_Cached):
-    def __init__(
-        self, model: CodecLM, cond: torch.Tensor, temperature: float = 0.0, seed: int = 0
-    ) -> None:
-        super().__init__(model, cond)
-        self.temperature = temperature
-        self.gen = torch.Generator().manual_seed(seed)
-
-    @torch.inference_mode()
-    def propose(self, history: list[int], k: int) -> tuple[np.ndarray, np.ndarray | None]:
-        wanted = _inputs(history, self.model.args.bos)
-        drafts, probs = [], []
-        for _ in range(k):
-            h = self.run(wanted)[-1:]
-            logits = self.model.logits0(h)[0].float()
-            if self.temperature > 0:
-                p = torch.softmax(logits / self.temperature, -1)
-                c = int(torch.multinomial(p, 1, generator=self.gen))
-                probs.append(p.numpy())
-            else:
-                c = int(logits.argmax())
-            drafts.append(c)
-            wanted = [*wanted, c]
-        return np.asarray(drafts, np.int64), (np.stack(probs) if probs else None)
-
-
-class CodecLMScorer(_Cached):
-    def __init__(
-        self, model: CodecLM, cond: torch.Tensor, deep_temperature: float = 0.0, seed: int = 0
-    ) -> None:
-        super().__init__(model, cond)
-        self.deep_temperature = deep_temperature
-        self.gen = torch.Generator().manual_seed(seed + 1)
-        self._h: torch.Tensor | None = None
-
-    @torch.inference_mode()
-    def score(self, history: list[int], drafts: np.ndarray) -> np.ndarray:
-        wanted = _inputs(history, self.model.args.bos) + [int(d) for d in drafts]
-        h = self.run(wanted)[-(len(drafts) + 1) :]  # (K+1, d) positions len(history)…
-        self._h = h
-        return self.model.logits0(h).float().numpy()
-
-    @torch.inference_mode()
-    def deep(self, offsets: list[int], codes0: list[int]) -> np.ndarray:
-        assert self._h is not None
-        h = self._h[offsets]
-        c0 = torch.tensor(codes0, dtype=torch.long)
-        return self.model.sample_deep(h, c0, self.deep_temperature, self.gen).numpy()
-
-
-# -- checkpoints --------------------------------------------------------------------------
-@dataclass
-class TTSModels:
-    target: CodecLM
-    draft: CodecLM
-    duration: DurationPredictor
-
-
-def load_models(path: str | Path) -> TTSModels:
-    """A directory with target.pt, draft.pt, duration.pt (fp16 state dicts) and config.json."""
-    d = Path(path)
-    cfg = json.loads((d / "config.json").read_text())
-    target = CodecLM(ModelArgs(**cfg["target"]))
-    draft = CodecLM(ModelArgs(**cfg["draft"]))
-    duration = DurationPredictor(DurArgs(**cfg["duration"]))
-    for m, name in ((target, "target"), (draft, "draft"), (duration, "duration")):
-        f = d / f"{name}.pt"
-        if not f.exists():
-            raise FileNotFoundError(f"{f} missing; run `voicepipe models pull codec-lm-hibari`")
-        state = torch.load(f, map_location="cpu", weights_only=True)
-        m.load_state_dict({k: v.float() for k, v in state.items()})
-        m.eval()
-    return TTSModels(target, draft, duration)
-
-
-def load_training_checkpoints(lm_ckpt: str | Path, dur_ckpt: str | Path) -> TTSModels:
-    """Models straight from `voicepipe train tts` checkpoints (for evaluating a run)."""
-    lm = torch.load(lm_ckpt, map_location="cpu", weights_only=False)
-    du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
-    target = CodecLM(ModelArgs(**lm["args"]["target"]))
-    draft = CodecLM(ModelArgs(**lm["args"]["draft"]))
-    duration = DurationPredictor(DurArgs(**du["args"]["duration"]))
-    target.load_state_dict(lm["models"]["target"])
-    draft.load_state_dict(lm["models"]["draft"])
-    duration.load_state_dict(du["models"]["duration"])
-    return TTSModels(target.eval(), draft.eval(), duration.eval())
-
-
-def conditioning(model: CodecLM, ids: list[int], al: FrameAlign) -> torch.Tensor:
-    """Per-frame conditioning (1, T, d) for one utterance."""
-    with torch.inference_mode():
-        t = torch.from_numpy
-        return model.condition(
-            torch.tensor([ids]),
-            t(al.index)[None],
-            t(al.ahead)[None],
-            t(al.progress)[None],
-            t(al.dur_bucket)[None],
-        )
-
-
-def plan(
-    models: TTSModels, ids: list[int], durations: list[int] | None = None, pace: float = 1.0
-) -> tuple[list[int], FrameAlign]:
-    """Durations (predicted unless given, e.g. the teacher's) and the frame alignment."""
-    if durations is None:
-        durations = models.duration.predict(ids, pace)
-    return durations, align(durations)
-
+from voicepipe.nn.codec_lm_decode import (  # noqa: F401 - re-exported for callers
+    CodecLMDrafter,
+    CodecLMScorer,
+    TTSModels,
+    conditioning,
+    load_models,
+    load_training_checkpoints,
+    plan,
+)
 
 _SHARED: dict[tuple, tuple[TTSModels, object]] = {}
 _SHARED_LOCK = threading.Lock()
