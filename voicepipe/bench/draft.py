@@ -9,7 +9,9 @@ plain one (``identical``).
 
 Columns per drafter: ``speedup`` = plain decode time / drafter decode time
 (both measured from the call to the last token, prefill included, summed over
-prompts); ``tok_s``; acceptance counters of ``core.spec.SpecMetrics``
+prompts); ``speedup_decode``: the same over the decode phase only (first token to
+last: the prompt's prefill is the same work with or without a drafter);
+``tok_s``; acceptance counters of ``core.spec.SpecMetrics``
 (acceptance by draft position, mean accepted length = tokens per verifying
 pass, time in propose / score / verify); ``vocab_coverage`` = share of the
 plain replies' tokens inside the draft's reduced vocabulary.
@@ -24,12 +26,16 @@ import sys
 import time
 
 
-def _run(dec, prompt: list[int], max_new: int, stop: set[int]) -> tuple[list[int], float]:  # noqa: ANN001
+def _run(dec, prompt: list[int], max_new: int, stop: set[int]):  # noqa: ANN001, ANN202
+    """(tokens, seconds from the call, seconds from the first token: the decode phase)."""
     t0 = time.perf_counter()
+    t1 = None
     out: list[int] = []
     for toks in dec.generate(prompt, max_new, stop):
         out += toks
-    return out, time.perf_counter() - t0
+        t1 = t1 or time.perf_counter()  # the first token comes from prefill, same for all rows
+    end = time.perf_counter()
+    return out, end - t0, end - (t1 or end)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,20 +90,22 @@ def run(args: argparse.Namespace) -> int:
 
     stop = set(tok.stop_ids)
     max_new = args.max_new or cfg.max_new_tokens
-    base_t, base_n = 0.0, 0
-    res = {n: {"t": 0.0, "n": 0, "identical": 0, "m": SpecMetrics()} for n in rows}
+    base_t, base_n, base_d = 0.0, 0, 0.0
+    res = {n: {"t": 0.0, "d": 0.0, "n": 0, "identical": 0, "m": SpecMetrics()} for n in rows}
     examples = []
     refs: list[int] = []
     for i, q in enumerate(prompts):
         ids = tok.chat_ids(msgs(q))
-        ref, dt = _run(plain, ids, max_new, stop)
+        ref, dt, dd = _run(plain, ids, max_new, stop)
         base_t += dt
+        base_d += dd
         base_n += len(ref)
         refs += ref
         for name, dec in rows.items():
-            out, dt2 = _run(dec, ids, max_new, stop)
+            out, dt2, dd2 = _run(dec, ids, max_new, stop)
             r = res[name]
             r["t"] += dt2
+            r["d"] += dd2
             r["n"] += len(out)
             r["identical"] += int(out == ref)
             r["m"].merge(dec.metrics)
@@ -121,7 +129,12 @@ def run(args: argparse.Namespace) -> int:
         "engine_settings": args.engine,
         "prompts": len(prompts),
         "max_new_tokens": max_new,
-        "plain": {"tokens": base_n, "time_s": round(base_t, 2), "tok_s": round(base_n / base_t, 2)},
+        "plain": {
+            "tokens": base_n,
+            "time_s": round(base_t, 2),
+            "decode_s": round(base_d, 2),
+            "tok_s": round(base_n / base_t, 2),
+        },
         "drafters": {},
         "examples": examples,
     }
@@ -131,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             "time_s": round(r["t"], 2),
             "tok_s": round(r["n"] / r["t"], 2),
             "speedup": round(base_t / r["t"], 3),
+            "speedup_decode": round(base_d / r["d"], 3),
             "identical": f"{r['identical']}/{len(prompts)}",
             **r["m"].as_dict(),
         }
