@@ -282,3 +282,22 @@ async def test_no_stable_text_when_preemption_is_off(asr):
         await stage.stop()
     assert len(finals(out)) == 1
     assert not any(isinstance(f, TranscriptStable | SpeechResumed) for f in out)
+
+
+async def test_preempting_before_the_early_final_costs_one_more_decode(asr):
+    import dataclasses
+
+    cfg = dataclasses.replace(CFG, turns=dataclasses.replace(CFG.turns, preempt_after_ms=80))
+    stage = AsrStage(cfg, asr=asr)
+    await stage.start()
+    try:
+        pcm, sr = read_wav(DATA / "utt11.wav")
+        out = await stream_file(stage, pcm, sr)
+    finally:
+        await stage.stop()
+    (fin,) = finals(out)
+    stables = [f for f in out if isinstance(f, TranscriptStable)]
+    # One stable text after 80 ms of silence, another from the early final's decode at 160 ms.
+    assert len(stables) == 2 and stage.stats["stable_s"] > 0
+    assert all(agrees(s.text, fin.text) for s in stables)
+    assert stage.stats["early_hits"] == 1  # the final still comes from the 160 ms decode
