@@ -280,8 +280,9 @@ def load_engine(
     if eagle is not None:
         # Measured (docs/BENCHMARKS.md, bench draft): the EAGLE draft's third guess is
         # right < 10 % of the time, so it drafts at most EAGLE_K (the hybrid lets
-        # prompt lookup go longer); and on the fused target a pass over K+1 rows
-        # costs about one decode, so speculation never pauses (break-even 0).
+        # prompt lookup go longer); and speculation never pauses (break-even 0):
+        # pausing below 0.5 accepted per pass (AdaptiveK's default) cost 0.1-0.15x
+        # with this drafter, whose misses come in short runs.
         k_max = k_max or (HYBRID_K_MAX if drafter.startswith(HYBRID) else EAGLE_K)
         verify_cost = 1.0
     return Engine(
