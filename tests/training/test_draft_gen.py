@@ -1,0 +1,42 @@
+"""Draft data generation on the serving target (fused, batch 1): replies and features."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def target():
+    from voicepipe.nn import llama
+    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.tokenizer import ChatTokenizer
+
+    m, _ = llama.load(gguf_path("smollm2-135m"), "int4", max_len=512)
+    return m, ChatTokenizer(m.metadata)
+
+
+def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
+    from voicepipe.core.spec import SpeculativeDecoder
+    from voicepipe.nn.draft_spec import FeatureTarget
+    from voicepipe.nn.engine import ModelTarget
+    from voicepipe.training.draft import chat
+    from voicepipe.training.draft_gen import generate_one
+
+    m, tok = target
+    stop = set(tok.stop_ids)
+    ids = chat(tok, "What is a haiku?", 0)
+    s = generate_one(m, ids, 24, stop)
+    toks = s["tokens"].tolist()
+    assert s["prompt_len"] == len(ids) and toks[: len(ids)] == ids
+    plain = [t for st in SpeculativeDecoder(ModelTarget(m, 512), None).generate(ids, 24, stop)
+             for t in st]  # fmt: skip
+    assert toks[len(ids) :] == plain  # the target's own greedy reply
+    # feats[i] is the feature whose logits score tokens[i+1]: exactly what the
+    # draft reads at inference (FeatureTarget over the same positions).
+    assert s["feats"].shape == (len(toks) - 1, m.args.dim) and s["feats"].dtype == torch.float16
+    ft = FeatureTarget(m, 512)
+    ft.prefill(toks[:-1])
+    ref = ft.feats[: len(toks) - 1].half()
+    # Prefill and one-token steps run the same batch-invariant rows: equal after fp16.
+    assert torch.allclose(s["feats"].float(), ref.float(), rtol=1e-3, atol=1e-3)
