@@ -100,8 +100,10 @@ class Session:
             pipeline=self.server.pipeline_name,
         )
         if hello.sample_rate != cfg.audio.asr_sample_rate:
+            # vr=True: the default engine emits in ~30 ms blocks (48 → 16 kHz), which would
+            # hold back the VAD and endpointer by up to a block (see stages/output.py).
             self._resampler = soxr.ResampleStream(hello.sample_rate, cfg.audio.asr_sample_rate, 1,
-                                                  dtype="float32", quality="HQ")
+                                                  dtype="float32", quality="HQ", vr=True)
         try:
             # Constructors may load models: keep that off the loop other sessions run on.
             stages = await asyncio.to_thread(pipelines.build, self.server.pipeline_name, cfg,

@@ -229,7 +229,10 @@ class AsrStage(Stage):
                 import soxr
 
                 self._in_rate = frame.sample_rate
-                self._resampler = soxr.ResampleStream(frame.sample_rate, SR, 1, dtype="float32")
+                # vr=True: output in step with input, not in blocks (see stages/output.py)
+                self._resampler = soxr.ResampleStream(
+                    frame.sample_rate, SR, 1, dtype="float32", vr=True
+                )
             pcm = self._resampler.resample_chunk(pcm)
         first_chunk = self.vad.chunks_done
         self.audio.append(pcm)
