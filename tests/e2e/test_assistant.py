@@ -40,27 +40,36 @@ def cfg() -> config.Config:
     return config.Config()
 
 
-async def test_spoken_question_gets_a_spoken_answer(cfg: config.Config) -> None:
-    pcm, sr, ref = _clip("utt11.wav")  # "Why is the sky blue?"
-    server = Server(cfg, pipeline="assistant", port=0)
+async def _ask(c: config.Config, pcm, sr: int, **client) -> tuple[object, dict]:  # noqa: ANN001
+    """One client session against a fresh assistant server; (result, its JSON)."""
+    server = Server(c, pipeline="assistant", port=0)
     await server.start()
     try:
-        res = await ClientSession(
-            server.ws_url, pcm, sr, cfg, trailing_silence_s=1.5, timeout_s=120
-        ).run()
+        res = await ClientSession(server.ws_url, pcm, sr, c, timeout_s=120, **client).run()
     finally:
         await server.close()
     out = res.to_json()
     assert out["ok"], out
+    return res, out
+
+
+def _answered(out: dict, ref: str) -> dict:
+    """The one turn with a transcript: heard right, answered in text and in audio."""
     (turn,) = [t for t in out["turns"] if t["transcript"]]
     assert wer(ref, turn["transcript"]) <= 0.2, turn["transcript"]
-    assert turn["reply_text"].strip(), turn
-    assert turn["reply_audio_s"] > 0.5
+    assert turn["reply_text"].strip() and turn["reply_audio_s"] > 0.5, turn
+    assert set(SPAN_NAMES) <= set(turn["latency_ms"]), sorted(turn["latency_ms"])
+    return turn
+
+
+async def test_spoken_question_gets_a_spoken_answer(cfg: config.Config) -> None:
+    pcm, sr, ref = _clip("utt11.wav")  # "Why is the sky blue?"
+    res, out = await _ask(cfg, pcm, sr, trailing_silence_s=1.5)
+    turn = _answered(out, ref)
     heard = transcribe(
         res.turns[turn["turn_id"]].audio().astype("float32") / 32768.0, res.output_sample_rate
     )
     assert wer(turn["reply_text"], heard) <= 0.2, (turn["reply_text"], heard)
-    assert set(SPAN_NAMES) <= set(turn["latency_ms"]), sorted(turn["latency_ms"])
     assert all(v >= 0 for v in turn["latency_ms"].values())
 
 
@@ -81,23 +90,7 @@ async def test_barge_in_stops_the_reply_and_truncates_the_context(
     pcm, sr, _ = _clip("utt13.wav")  # "Tell me a short story about a brave little robot…"
     hello, hsr, _ = _clip("utt12.wav")  # "Hello."
     assert hsr == sr
-    server = Server(cfg, pipeline="assistant", port=0)
-    await server.start()
-    try:
-        res = await ClientSession(
-            server.ws_url,
-            pcm,
-            sr,
-            cfg,
-            trailing_silence_s=0.5,
-            timeout_s=120,
-            barge_in=hello,
-            barge_in_after_s=1.0,
-        ).run()
-    finally:
-        await server.close()
-    out = res.to_json()
-    assert out["ok"], out
+    _, out = await _ask(cfg, pcm, sr, trailing_silence_s=0.5, barge_in=hello, barge_in_after_s=1.0)
     first, second = sorted((t for t in out["turns"] if t["transcript"]), key=lambda t: t["turn_id"])
     assert first["interrupted"], first
     # It stopped within about a chunk of the barge-in: far less audio than a story.
@@ -127,20 +120,8 @@ async def test_a_preempted_turn_is_kept_and_says_what_it_would_have_said(
             llm=dataclasses.replace(cfg.llm, max_new_tokens=32),  # short replies: a quicker test
             turns=dataclasses.replace(cfg.turns, preempt=preempt),
         )
-        server = Server(c, pipeline="assistant", port=0)
-        await server.start()
-        try:
-            res = await ClientSession(
-                server.ws_url, pcm, sr, c, trailing_silence_s=2.0, timeout_s=120
-            ).run()
-        finally:
-            await server.close()
-        out = res.to_json()
-        assert out["ok"], out
-        (turn,) = [t for t in out["turns"] if t["transcript"]]
-        assert wer(ref, turn["transcript"]) <= 0.2, turn["transcript"]
-        assert turn["reply_text"].strip() and turn["reply_audio_s"] > 0.5, turn
-        assert set(SPAN_NAMES) <= set(turn["latency_ms"]), sorted(turn["latency_ms"])
+        res, out = await _ask(c, pcm, sr, trailing_silence_s=2.0)
+        turn = _answered(out, ref)
         llm_spans = [s for s in res.spans if s.name.startswith("llm.")]
         assert {s.attrs["preempt"] for s in llm_spans} == {"kept" if preempt else "off"}
         got[preempt] = turn

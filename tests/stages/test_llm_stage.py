@@ -35,22 +35,31 @@ def engine(cfg):
     return engine_for(cfg)
 
 
-async def _run(stage: LlmStage, frames: list[Frame], until) -> list[Frame]:
+def _start(stage: LlmStage, until=None):  # noqa: ANN001, ANN202
+    """Run the stage into a list; (frames out, event set once until(f, got) holds, task)."""
     got: list[Frame] = []
     done = asyncio.Event()
 
     async def sink(f: Frame) -> None:
         got.append(f)
-        if until(f, got):
+        if until is not None and until(f, got):
             done.set()
 
     stage.push = sink
-    task = asyncio.create_task(stage.run())
+    return got, done, asyncio.create_task(stage.run())
+
+
+async def _end(stage: LlmStage, task: asyncio.Task, timeout: float = 300) -> None:
+    await stage.put(End())
+    await asyncio.wait_for(task, timeout)
+
+
+async def _run(stage: LlmStage, frames: list[Frame], until) -> list[Frame]:
+    got, done, task = _start(stage, until)
     for f in frames:
         await stage.put(f)
     await asyncio.wait_for(done.wait(), 300)
-    await stage.put(End())
-    await asyncio.wait_for(task, 300)
+    await _end(stage, task)
     return got
 
 
@@ -193,24 +202,14 @@ async def test_preempted_reply_is_held_until_the_final_agrees_then_identical(
         LlmStage(cfg_off, engine.fork()), [TranscriptFinal(turn_id=1, text=q)], _last_chunk(1)
     )
     stage = LlmStage(cfg, engine.fork())
-    got: list[Frame] = []
-    done = asyncio.Event()
-
-    async def sink(f: Frame) -> None:
-        got.append(f)
-        if _last_chunk(1)(f, got):
-            done.set()
-
-    stage.push = sink
-    task = asyncio.create_task(stage.run())
+    got, done, task = _start(stage, _last_chunk(1))
     await stage.put(TranscriptStable(turn_id=1, text=q))
     await _until(lambda: _holds(stage, TextChunk))  # a clause is ready, the final is not
     assert not any(isinstance(f, (TextDelta, TextChunk, SpanFrame, MetricsFrame)) for f in got)
     assert [m["role"] for m in stage.messages] == ["system"]
     await stage.put(TranscriptFinal(turn_id=1, text=q))
     await asyncio.wait_for(done.wait(), 300)
-    await stage.put(End())
-    await asyncio.wait_for(task, 300)
+    await _end(stage, task)
 
     assert _reply(got, 1) == _reply(ref, 1)  # the same reply as without preemption
     assert "Paris" in _reply(got, 1)[0]
@@ -236,22 +235,12 @@ async def test_a_differing_final_cancels_the_tentative_reply_cleanly(cfg, cfg_of
         LlmStage(cfg_off, engine.fork()), [TranscriptFinal(turn_id=1, text=final)], _last_chunk(1)
     )
     stage = LlmStage(cfg, engine.fork())
-    got: list[Frame] = []
-    done = asyncio.Event()
-
-    async def sink(f: Frame) -> None:
-        got.append(f)
-        if _last_chunk(1)(f, got):
-            done.set()
-
-    stage.push = sink
-    task = asyncio.create_task(stage.run())
+    got, done, task = _start(stage, _last_chunk(1))
     await stage.put(TranscriptStable(turn_id=1, text="Tell me a long story about a dragon"))
     await _until(lambda: _holds(stage, TextDelta))  # mid-reply: its KV cache holds the story
     await stage.put(TranscriptFinal(turn_id=1, text=final))
     await asyncio.wait_for(done.wait(), 300)
-    await stage.put(End())
-    await asyncio.wait_for(task, 300)
+    await _end(stage, task)
 
     # Not one word of the dropped reply went out, and the answer to the final is exactly the
     # one a stage that never preempted gives (the engine's KV cache kept nothing stale).
@@ -269,13 +258,7 @@ async def test_a_differing_final_cancels_the_tentative_reply_cleanly(cfg, cfg_of
 
 async def test_speech_resumed_or_a_barge_in_drop_the_tentative_reply(cfg, engine) -> None:
     stage = LlmStage(cfg, engine.fork())
-    got: list[Frame] = []
-
-    async def sink(f: Frame) -> None:
-        got.append(f)
-
-    stage.push = sink
-    task = asyncio.create_task(stage.run())
+    got, _, task = _start(stage)
     await stage.put(TranscriptStable(turn_id=1, text="Tell me"))
     await _until(lambda: _holds(stage, TextDelta))
     r = stage._tentative
@@ -286,8 +269,7 @@ async def test_speech_resumed_or_a_barge_in_drop_the_tentative_reply(cfg, engine
     r = stage._tentative
     await stage.put(Interrupt(turn_id=2))  # the user started a new turn before the final
     await _until(lambda: stage._tentative is None and r.task.done())
-    await stage.put(End())
-    await asyncio.wait_for(task, 300)
+    await _end(stage, task)
     assert not any(isinstance(f, (TextDelta, TextChunk, SpanFrame)) for f in got)
     assert [m["role"] for m in stage.messages] == ["system"]  # nothing was committed
     assert (stage.preempt.kept, stage.preempt.cancelled) == (0, 2)
@@ -312,18 +294,11 @@ async def test_a_failed_tentative_reply_that_is_cancelled_does_not_end_the_sessi
         target=SimpleNamespace(max_len=512), tokenizer=tok, decoder=lambda: _BrokenDecoder()
     )
     stage = LlmStage(cfg, engine)
-    got: list[Frame] = []
-
-    async def sink(f: Frame) -> None:
-        got.append(f)
-
-    stage.push = sink
-    task = asyncio.create_task(stage.run())
+    got, _, task = _start(stage)
     await stage.put(TranscriptStable(turn_id=1, text="Hello"))
     await _until(lambda: stage._tentative is not None and stage._tentative.task.done())
     await stage.put(SpeechResumed(turn_id=1))  # the failure is logged, the stage goes on
     await _until(lambda: stage._tentative is None)
-    await stage.put(End())
-    await asyncio.wait_for(task, 30)
+    await _end(stage, task, 30)
     assert [f.values for f in got if isinstance(f, MetricsFrame)] == [{"cancelled": 1}]
     assert [m["role"] for m in stage.messages] == ["system"]
