@@ -17,6 +17,12 @@ own kernel (kernels/q8gemm: fp32 activations, each weight row read once for
 up to 8 rows, batch-invariant), built on first use; when it cannot be built
 (no compiler, no AVX-512, VOICEPIPE_KERNELS=0) int8 falls back to aten's
 kernel with bf16 activations.
+
+Whole models do not call these per layer when the fused step
+(kernels/llama_step, ``voicepipe.nn.fused``) can run them: it reads int8
+weights as they are and int4 weights in its own Q4_1-shaped packing
+(``pack_q4``), which an int4 Linear keeps beside aten's when the CPU has
+AVX512-VNNI; such models then compute in fp32.
 """
 
 from __future__ import annotations
