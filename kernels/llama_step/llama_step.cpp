@@ -190,7 +190,8 @@ class Model {
   // state (T, dim) before the final norm when features is set (else empty).
   std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor kv,
                                                    int64_t pos, bool last_only, bool features) {
-    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == torch::kLong, "tokens: (T,) int64");
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == torch::kLong && tokens.is_contiguous(),
+                "tokens: contiguous (T,) int64");
     const int64_t T = tokens.size(0), V = embed_.size(0), dim = dim_;
     TORCH_CHECK(T > 0, "no tokens");
     const int64_t* tk = tokens.data_ptr<int64_t>();

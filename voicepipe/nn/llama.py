@@ -161,7 +161,9 @@ def forward(
     if m.fused is not None:  # always row-wise, so every row is bit-identical to a decode step
         if pos + T > cache.max_len:
             raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
-        logits, feats = m.fused.forward(tokens, cache.kv, pos, last_only, features is not None)
+        logits, feats = m.fused.forward(
+            tokens.contiguous(), cache.kv, pos, last_only, features is not None
+        )
         cache.advance(pos + T)
         if features is not None:
             features.append(feats)
