@@ -47,7 +47,10 @@ def _handler(args: argparse.Namespace) -> int:
         except (ModelError, FileNotFoundError, ImportError) as e:
             print(f"voicepipe say: {e}", file=sys.stderr)
             return 1
-        tts.synth("Warm up.", opts)  # first-call allocations are not what we measure
+        # First-call costs (oneDNN primitives per vocoder width, allocations) are
+        # paid once per process by a server; a one-off run pays them here, unmeasured.
+        tts.warm_up()
+        tts.synth("Warm up.", opts)
         res = tts.synth(args.text, opts)
         audio = res.audio
         out = {"backend": "codec-lm", "rule": opts.rule, "beta": opts.beta,
