@@ -239,22 +239,16 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None) -> 
                 raise ConfigError(f"{p}: top-level key {section!r} must be a [section]")
             for key, value in table.items():
                 cfg = _apply(cfg, section, key, value)
-    for item in overrides or []:
-        name, sep, value = item.removeprefix("--").partition("=")
-        section, dot, key = name.partition(".")
-        if not sep or not dot:
-            raise ConfigError(f"override {item!r}: expected --section.key=value")
-        cfg = _apply(cfg, section, key, value)
-    return cfg
+    return apply_overrides(cfg, overrides or [])
 
 
 def apply_overrides(cfg: Config, overrides: list[str]) -> Config:
-    """``cfg`` with ``section.key=value`` items applied (e.g. benchmark variants)."""
+    """``cfg`` with ``section.key=value`` items (``--`` prefix optional) applied."""
     for item in overrides:
         name, sep, value = item.removeprefix("--").partition("=")
         section, dot, key = name.partition(".")
         if not sep or not dot:
-            raise ConfigError(f"override {item!r}: expected section.key=value")
+            raise ConfigError(f"override {item!r}: expected --section.key=value")
         cfg = _apply(cfg, section, key, value)
     return cfg
 
