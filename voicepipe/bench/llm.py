@@ -90,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-pair", action="store_true", help="skip the Qwen pair even if pulled")
     p.add_argument("--no-drafters", action="store_true", help="model rows only")
     p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
+    p.add_argument(
+        "--peer",
+        choices=["llamacpp"],
+        help="also the same GGUF decoded by llama.cpp (needs llama-cpp-python; --threads threads)",
+    )
     p.set_defaults(func=run)
 
 
@@ -249,6 +254,9 @@ def run(args: argparse.Namespace) -> int:
             if w in ("int8", "int4") and out["models"][-1]["kernel"] != "aten":  # kernels off
                 out["models"].append(model_row(model, w, n, args.repeats, kernels=False))
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
+        if args.peer == "llamacpp":
+            out["models"].append(_peer_row(model, n, args.repeats, args.threads))
+            print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if not args.no_drafters:
             out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
             if cfg.llm.drafter not in ("", "none", "off", "ngram"):  # the configured drafter too
@@ -274,6 +282,18 @@ def run(args: argparse.Namespace) -> int:
     out["machine"]["loadavg_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=None if args.json else 2))
     return 0
+
+
+def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:
+    """llama.cpp on the model rows' prompt (same GGUF, same chat template)."""
+    from voicepipe.bench.llm_peer import llamacpp_row
+    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.gguf import load as load_gguf
+    from voicepipe.nn.tokenizer import ChatTokenizer
+
+    tok = ChatTokenizer(load_gguf(gguf_path(name)).metadata)
+    ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
+    return llamacpp_row(name, ids, n, repeats, threads)
 
 
 def _cpu() -> str:
