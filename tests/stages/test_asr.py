@@ -51,8 +51,8 @@ def asr():
     return model
 
 
-async def run_clip(asr, name: str, **kw) -> tuple[list[Frame], AsrStage]:
-    stage = AsrStage(CFG, asr=asr)
+async def run_clip(asr, name: str, cfg=CFG, **kw) -> tuple[list[Frame], AsrStage]:  # noqa: ANN001
+    stage = AsrStage(cfg, asr=asr)
     await stage.start()
     try:
         pcm, sr = read_wav(DATA / name)
@@ -273,13 +273,7 @@ async def test_no_stable_text_when_preemption_is_off(asr):
     import dataclasses
 
     cfg = dataclasses.replace(CFG, turns=dataclasses.replace(CFG.turns, preempt=False))
-    stage = AsrStage(cfg, asr=asr)
-    await stage.start()
-    try:
-        pcm, sr = read_wav(DATA / "utt11.wav")
-        out = await stream_file(stage, pcm, sr)
-    finally:
-        await stage.stop()
+    out, stage = await run_clip(asr, "utt11.wav", cfg)
     assert len(finals(out)) == 1
     assert not any(isinstance(f, TranscriptStable | SpeechResumed) for f in out)
 
@@ -288,13 +282,7 @@ async def test_preempting_before_the_early_final_costs_one_more_decode(asr):
     import dataclasses
 
     cfg = dataclasses.replace(CFG, turns=dataclasses.replace(CFG.turns, preempt_after_ms=80))
-    stage = AsrStage(cfg, asr=asr)
-    await stage.start()
-    try:
-        pcm, sr = read_wav(DATA / "utt11.wav")
-        out = await stream_file(stage, pcm, sr)
-    finally:
-        await stage.stop()
+    out, stage = await run_clip(asr, "utt11.wav", cfg)
     (fin,) = finals(out)
     stables = [f for f in out if isinstance(f, TranscriptStable)]
     # One stable text after 80 ms of silence, another from the early final's decode at 160 ms.
