@@ -7,11 +7,11 @@ import importlib.util
 import pytest
 import torch
 
-from voicepipe.nn import qlinear
+from voicepipe.nn import kernels, qlinear
 
 
 def _reference():
-    path = qlinear.REPO_ROOT / "kernels" / "q8gemm" / "reference.py"
+    path = kernels.KERNELS_DIR / "q8gemm" / "reference.py"
     spec = importlib.util.spec_from_file_location("q8gemm_reference", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)

@@ -28,7 +28,6 @@ AVX512-VNNI; such models then compute in fp32.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +37,6 @@ from voicepipe.nn import kernels as kbuild
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
 INT4_GROUP = 32
 
-
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 _Q8: list[Callable[..., torch.Tensor] | None] = []  # [] = not tried yet
 
 
