@@ -44,7 +44,17 @@ def ref():
     return _reference()
 
 
-SHAPES = [(192, 576), (1536, 576), (576, 1536), (100, 64), (37, 128)]
+# K covers every q4 run shape: 576 = 8+1 chunks, 1536 = 3×8, 256 = 4, 448 = 4+2+1, 896 = 8+4+2.
+SHAPES = [
+    (192, 576),
+    (1536, 576),
+    (576, 1536),
+    (100, 64),
+    (37, 128),
+    (48, 256),
+    (40, 448),
+    (33, 896),
+]
 
 
 @pytest.mark.parametrize("n,k", SHAPES)
@@ -74,8 +84,9 @@ def test_q4a8_matches_reference_and_is_batch_invariant(mod, ref, n, k) -> None:
     x = torch.randn(13, k, generator=g)
     y = mod.gemm(x, q4)
     assert torch.allclose(y, ref.q4a8_gemm(x, wq), rtol=1e-5, atol=1e-5)
-    for m in (1, 3, 8, 9):
+    for m in (1, 3, 6, 7, 8, 9):  # 13 rows go 6+6+1, 7-12 rows as two halves
         assert torch.equal(mod.gemm(x[:m].contiguous(), q4), y[:m])
+        assert torch.equal(mod.gemm(x[m - 1 : m].contiguous(), q4)[0], y[m - 1])
 
 
 def test_kernel_rejects_bad_matrices(mod) -> None:

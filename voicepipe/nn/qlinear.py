@@ -27,6 +27,7 @@ AVX512-VNNI; such models then compute in fp32.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -154,14 +155,34 @@ def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tens
     return packed, sz.transpose(0, 1).contiguous().to(torch.bfloat16)
 
 
-# Byte p of an unpacked 64-input chunk holds input KMAP[p] (see kernels/llama_step/q4a8.h).
-Q4_KMAP = torch.tensor([((p // 4) % 2) * 32 + (p // 8) * 4 + p % 4 for p in range(64)])
+def _run_len(left: int) -> int:
+    return 8 if left >= 8 else 4 if left >= 4 else 2 if left >= 2 else 1
+
+
+@functools.cache
+def q4_order(k: int) -> torch.Tensor:
+    """Input index held at each byte of a row's vpdpbusd operands (kernels/llama_step/q4a8.h).
+
+    A row's K/64 chunks form runs of 8, 4, 2, 1 chunks; within a run of C
+    chunks, byte p is operand p // 64, lane (p % 64) // 4, and a lane holds 4
+    inputs of block lane·C/8, so a run's products accumulate per block.
+    """
+    out: list[int] = []
+    c, nc = 0, k // 64
+    while c < nc:
+        run = _run_len(nc - c)
+        per = 8 // run  # lanes per block
+        for p in range(run * 64):
+            lane = (p % 64) // 4
+            out.append(c * 64 + (lane // per) * 32 + (lane % per) * 4 * run + 4 * (p // 64) + p % 4)
+        c += run
+    return torch.tensor(out)
 
 
 def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_1-shaped int4: per 32 inputs w ≈ d·q + m, q in 0..15, d and m fp16-valued.
 
-    Returns (nibbles (out, in/2) uint8 in the kernel's byte order, d (out, in/32)
+    Returns (nibbles (out, in/2) uint8 in the kernel's byte order (q4_order), d (out, in/32)
     fp32, m (ceil(out/16), in/32, 16) fp16): the kernel reads d every chunk, and
     m for 16 output rows at once (zero-padded rows).
     Dequantized Q4_1 tensors round-trip exactly: their blocks' min and range are the
@@ -176,8 +197,8 @@ def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     m = lo.half()
     df = d.float()[..., None]
     q = torch.where(df > 0, (g - m.float()[..., None]) / df.clamp(min=1e-30), 0.0)
-    q = q.round().clamp(0, 15).to(torch.uint8).reshape(n, k // 64, 64)[:, :, Q4_KMAP]
-    packed = q[:, :, :32] | (q[:, :, 32:] << 4)
+    q = q.round().clamp(0, 15).to(torch.uint8).reshape(n, k)[:, q4_order(k)].reshape(n, k // 64, 64)
+    packed = q[:, :, :32] | (q[:, :, 32:] << 4)  # operand bytes 0-31 low nibbles, 32-63 high
     ng = (n + 15) // 16
     mt = torch.zeros(ng * 16, k // 32, dtype=torch.float16)
     mt[:n] = m
@@ -190,9 +211,8 @@ def unpack_q4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.T
     n, half = packed.shape
     k = 2 * half
     p = packed.reshape(n, k // 64, 32)
-    q = torch.empty(n, k // 64, 64, dtype=torch.uint8)
-    q[:, :, Q4_KMAP[:32]] = p & 0x0F
-    q[:, :, Q4_KMAP[32:]] = p >> 4
+    q = torch.empty(n, k, dtype=torch.uint8)
+    q[:, q4_order(k)] = torch.cat([p & 0x0F, p >> 4], dim=-1).reshape(n, k)
     g = q.reshape(n, k // 32, 32).float()
     mins = m.transpose(1, 2).reshape(-1, k // 32)[:n].float()
     return (g * d.float()[..., None] + mins[..., None]).reshape(n, k)
