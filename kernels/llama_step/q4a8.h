@@ -50,8 +50,8 @@ constexpr int order(int C, int p) {
 
 struct Act {
   int64_t M = 0, K = 0, runs = 0;
-  std::vector<int8_t> q;   // (M, K) in run order
-  std::vector<float> s;    // (M, runs, 16): each lane's block scale
+  std::vector<int8_t> q;   // (K/64, M, 64): chunk-major, run order within
+  std::vector<float> s;    // (runs, M, 16): each lane's block scale
   std::vector<float> t;    // (M, K/32): s_b · Σ q over block b
   std::vector<int8_t> tmp; // one row in natural order
   std::vector<float> sb;   // one row's block scales
@@ -81,13 +81,18 @@ inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
       a.sb[b] = s;
       a.t[m * nb + b] = s * (float)qsum;
     }
-    int8_t* qr = a.q.data() + m * K;
-    float* sr = a.s.data() + m * a.runs * 16;
     for (int64_t c = 0, r = 0; c < nc; ++r) {
-      const int C = run_len(nc - c);
+      const int C = run_len(nc - c), per = 8 / C;
       const int64_t base = c * kChunk;
-      for (int p = 0; p < C * kChunk; ++p) qr[base + p] = a.tmp[base + order(C, p)];
-      for (int l = 0; l < 16; ++l) sr[r * 16 + l] = a.sb[2 * c + l * C / 8];
+      // Operand k's lane l is the 4 bytes at order(C, 64k + 4l): one dword gather each.
+      alignas(64) int32_t off[16];
+      for (int l = 0; l < 16; ++l) off[l] = (l / per) * 32 + (l % per) * 4 * C;
+      const __m512i idx = _mm512_load_si512(off);
+      for (int k = 0; k < C; ++k)
+        _mm512_storeu_si512(a.q.data() + ((c + k) * M + m) * kChunk,
+                            _mm512_i32gather_epi32(idx, a.tmp.data() + base + 4 * k, 1));
+      float* sr = a.s.data() + (r * M + m) * 16;
+      for (int l = 0; l < 16; ++l) sr[l] = a.sb[2 * c + l * C / 8];
       c += C;
     }
   }
@@ -120,8 +125,9 @@ inline void run(const Act& a, int64_t m0, const W& w, int64_t n, int64_t c0, int
       // Bytes 0-31 keep their low nibble, bytes 32-63 (the same 32 again) their high one.
       wv[j] = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), low);
     }
+    const int8_t* qc = a.q.data() + (c * a.M + m0) * kChunk;  // rows at fixed offsets
     for (int i = 0; i < MB; ++i) {
-      const __m512i q = _mm512_loadu_si512(a.q.data() + (m0 + i) * K + c * kChunk);
+      const __m512i q = _mm512_loadu_si512(qc + i * kChunk);
       for (int j = 0; j < NB; ++j) dot[i][j] = _mm512_dpbusd_epi32(dot[i][j], wv[j], q);
     }
   }
@@ -136,8 +142,9 @@ inline void run(const Act& a, int64_t m0, const W& w, int64_t n, int64_t c0, int
     dv[j] = _mm512_permutexvar_ps(
         lanes, _mm512_maskz_loadu_ps((__mmask16)((1u << (2 * C)) - 1), w.d + (n + j) * nb + 2 * c0));
   }
+  const float* sr = a.s.data() + (r * a.M + m0) * 16;
   for (int i = 0; i < MB; ++i) {
-    const __m512 sv = _mm512_loadu_ps(a.s.data() + ((m0 + i) * a.runs + r) * 16);
+    const __m512 sv = _mm512_loadu_ps(sr + i * 16);
     for (int j = 0; j < NB; ++j)
       acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i][j]), _mm512_mul_ps(dv[j], sv), acc[i][j]);
   }
@@ -172,7 +179,8 @@ inline void tile(const Act& a, int64_t m0, const W& w, __m512* out, int64_t n, i
 // (one transpose-and-add tree, then Σ_b t_b · m_b over 16 rows per FMA).
 template <int MB>
 inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
-  // Live registers: 2·MB·NB accumulators (int per run, float across runs) + NB weights.
+  // Live registers: 2·MB·NB accumulators (int per run, float across runs) + NB weights;
+  // 7-8 rows spill a little, still cheaper than two passes.
   constexpr int NB = MB <= 2 ? 4 : MB <= 4 ? 3 : 2;
   const int64_t n0 = g * 16, cnt = std::min<int64_t>(16, w.N - n0), nb = w.K / kBlock;
   __m512 buf[MB * 16];
@@ -194,10 +202,11 @@ inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
 }
 
 // y (M, N) = dequant(a) · dequant(w)ᵀ for the 16-row groups [g0, g1).
-// Activation rows go in blocks of at most 6 (7-12 rows as two even halves):
-// more rows per block would leave too few registers for the weights.
+// Activation rows go in blocks of at most 8 (9-16 rows as two even halves):
+// a second pass over a weight tile repeats its unpacking, which costs about
+// as much as 4 rows' arithmetic, so verify passes stay one pass where they can.
 inline void gemm_groups(const Act& a, const W& w, float* y, int64_t g0, int64_t g1) {
-  const int64_t step = a.M <= 6 ? a.M : a.M <= 12 ? (a.M + 1) / 2 : 6;
+  const int64_t step = a.M <= 8 ? a.M : a.M <= 16 ? (a.M + 1) / 2 : 8;
   for (int64_t g = g0; g < g1; ++g) {
     for (int64_t m0 = 0; m0 < a.M; m0 += step) {
       switch ((int)std::min<int64_t>(step, a.M - m0)) {
@@ -206,7 +215,9 @@ inline void gemm_groups(const Act& a, const W& w, float* y, int64_t g0, int64_t 
         case 3: group<3>(a, m0, w, y, g); break;
         case 4: group<4>(a, m0, w, y, g); break;
         case 5: group<5>(a, m0, w, y, g); break;
-        default: group<6>(a, m0, w, y, g); break;
+        case 6: group<6>(a, m0, w, y, g); break;
+        case 7: group<7>(a, m0, w, y, g); break;
+        default: group<8>(a, m0, w, y, g); break;
       }
     }
   }
