@@ -6,7 +6,9 @@ Prints one JSON object:
             ttft_ms (prefill of a ~100-token chat prompt → first token),
             tpot_ms and decode_tok_s (plain greedy decode, best of --repeats
             runs of --tokens tokens; the machine is shared, so best-of
-            filters other people's load out).
+            filters other people's load out), and verify_ms / verify_cost:
+            one verifying pass over T = 1..9 rows, in ms and in one-row
+            decodes (what a drafter's accepted tokens per pass must beat).
   drafters: one row per model, drafter and prompt set: speedup of greedy
             speculative decoding over plain greedy decoding (wall time from
             the first token to the last, same prompts, same token budget;
@@ -153,7 +155,7 @@ def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = Tru
             nxt = int(llama.decode_step(m, t.cache, nxt).argmax())
         tpot.append((time.perf_counter() - t0) / n)
     best = min(tpot)
-    return {
+    row = {
         "model": name,
         "weights": weights,
         "kernel": m.kernel,
@@ -164,6 +166,39 @@ def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = Tru
         "tpot_ms": round(best * 1e3, 2),
         "decode_tok_s": round(1 / best, 1),
         "decode_tok_s_median": round(1 / sorted(tpot)[len(tpot) // 2], 1),
+    }
+    row.update(verify_costs(m, ids))
+    return row
+
+
+VERIFY_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+
+
+def verify_costs(m, ids: list[int], passes: int = 12) -> dict:  # noqa: ANN001 (Transformer)
+    """What a verifying pass over T rows costs, in ms and in one-token decodes.
+
+    Speculation pays when a pass's accepted tokens outnumber its cost in
+    decodes, so this curve is what a drafter's K has to beat. Each T is timed
+    best-of-``passes``, interleaved over T (a shared machine's load hits all
+    alike), at the end of the prompt with the cache rolled back after each pass.
+    """
+    from voicepipe.nn import llama
+
+    cache = m.new_cache(len(ids) + max(VERIFY_ROWS) + 1)
+    llama.prefill(m, cache, ids)
+    base = cache.length
+    best = dict.fromkeys(VERIFY_ROWS, float("inf"))
+    for _ in range(passes):
+        for t in VERIFY_ROWS:
+            toks = ids[-t:]
+            t0 = time.perf_counter()
+            llama.verify(m, cache, toks)
+            best[t] = min(best[t], time.perf_counter() - t0)
+            cache.rollback(base)
+    one = best[1]
+    return {
+        "verify_ms": {t: round(v * 1e3, 2) for t, v in best.items()},
+        "verify_cost": {t: round(v / one, 2) for t, v in best.items()},
     }
 
 

@@ -21,8 +21,8 @@ kernel with bf16 activations.
 Whole models do not call these per layer when the fused step
 (kernels/llama_step, ``voicepipe.nn.fused``) can run them: it reads int8
 weights as they are and int4 weights in its own Q4_1-shaped packing
-(``pack_q4``), which an int4 Linear keeps beside aten's when the CPU has
-AVX512-VNNI; such models then compute in fp32.
+(``pack_q4``), which an int4 Linear builds instead of aten's when the CPU has
+AVX512-VNNI (aten's only on a per-op call); such models then compute in fp32.
 """
 
 from __future__ import annotations
@@ -85,17 +85,32 @@ class Linear:
             scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-10)  # (out,)
             self.w = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
             self.scale = scale.to(dt)
-        else:
-            if self.in_features % INT4_GROUP:
-                raise ValueError(f"int4 needs in_features divisible by {INT4_GROUP}")
-            self.w, self.scales_zeros = quantize_int4(w, INT4_GROUP)
-        # The fused step's own int4 layout (kernels/llama_step/q4a8.h), kept beside
-        # aten's so per-op callers (drafts, tests) still have their kernel.
+        elif self.in_features % INT4_GROUP:
+            raise ValueError(f"int4 needs in_features divisible by {INT4_GROUP}")
+        # The fused step's own int4 layout (kernels/llama_step/q4a8.h). aten's
+        # packing is then only built if a per-op caller (a test, a per-op draft)
+        # asks for it: a model on the fused step never does, and building it
+        # took most of a 1.5B model's load time and doubled its memory.
         self.q4: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         if weights == "int4" and kernels and self.in_features % 64 == 0 and q4_kernel():
             self.q4 = pack_q4(w)
+        elif weights == "int4":
+            self.w, self.scales_zeros = quantize_int4(w, INT4_GROUP)
         # The kernel is bound once so the decode loop calls one closure per layer.
-        self.fn: Callable[[torch.Tensor], torch.Tensor] = self._pick()
+        self.fn: Callable[[torch.Tensor], torch.Tensor] = (
+            self._first_call if self.q4 is not None else self._pick()
+        )
+
+    def _aten_int4(self) -> None:
+        """Build aten's int4 packing once, from the q4 pack (its groups are the same 4-bit grid)."""
+        if not hasattr(self, "scales_zeros"):
+            assert self.q4 is not None
+            self.w, self.scales_zeros = quantize_int4(unpack_q4(*self.q4), INT4_GROUP)
+
+    def _first_call(self, x: torch.Tensor) -> torch.Tensor:
+        self._aten_int4()
+        self.fn = self._pick()
+        return self.fn(x)
 
     def _pick(self) -> Callable[[torch.Tensor], torch.Tensor]:
         b = self.bias
@@ -113,6 +128,8 @@ class Linear:
             if b is None:
                 return lambda x: mm(x, w, s)
             return lambda x: mm(x, w, s) + b
+        if self.q4 is not None:
+            self._aten_int4()
         w, sz = self.w, self.scales_zeros
         mm4 = torch.ops.aten._weight_int4pack_mm_for_cpu
         bf = torch.bfloat16
@@ -129,6 +146,8 @@ class Linear:
             return self.w.float()
         if self.weights == "int8":
             return self.w.float() * self.scale.float()[:, None]
+        if self.q4 is not None:
+            self._aten_int4()
         eye = torch.eye(self.in_features, dtype=torch.bfloat16)
         return (
             torch.ops.aten._weight_int4pack_mm_for_cpu(eye, self.w, INT4_GROUP, self.scales_zeros)
