@@ -154,4 +154,13 @@ def test_ngram_proposer_lookup() -> None:
     ctx += [4, 7, 7]
     assert p.propose(ctx, 2).tokens == [7]  # most recent "7" is followed by "7", then nothing
     assert p.propose([8, 8, 6], 2).tokens == []  # a different context is re-indexed
-    assert NgramProposer().propose([5, 1, 2, 5], 2).tokens == []  # 1-grams off by default
+    assert NgramProposer(min_n=2).propose([5, 1, 2, 5], 2).tokens == []  # 1-grams off
+
+
+def test_ngram_proposal_is_capped_by_the_order_it_matched() -> None:
+    ctx = [1, 2, 3, 4, 5, 6, 7, 8, 0, 9, 2]  # suffix "2" matches a 1-gram only
+    assert NgramProposer().propose(ctx, 8).tokens == [3]
+    ctx = [1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 3]  # "1 2 3": a 3-gram
+    assert NgramProposer().propose(ctx, 8).tokens == [4, 5, 6]
+    assert NgramProposer().propose(ctx, 2).tokens == [4, 5]  # and by k
+    assert NgramProposer(max_n=2).propose(ctx, 8).tokens == [4, 5]  # by max_n through the order

@@ -14,13 +14,21 @@ from voicepipe.core.spec import Proposal
 class NgramProposer:
     """Matches the longest suffix n-gram (max_n down to min_n), most recent occurrence.
 
-    min_n = 2 by default: a single repeated token ("the", ",") predicts its
-    continuation too rarely to be worth a verification row.
+    It proposes at most as many tokens as the n-gram it matched: a continuation
+    is trusted about as far as the context that found it. On bench llm's
+    prompts (greedy replies of the default model replayed exactly against the
+    measured cost of a verifying pass over T rows), an order-1 match's first
+    token is right 12-33 % of the time, an order-5+ match's 85-92 %; and a
+    pass over 2 rows costs about one over 1 row (the step is memory-bound), so
+    even a 1-gram's single guess pays, while 8 guesses after a 2-gram waste a
+    pass that costs twice a decode. Capping by the order took the replayed
+    speedup from 1.88× to 2.0× on the grounded prompts and from 1.31× to 1.46×
+    on the assistant ones (max_n 4 → 8 and min_n 2 → 1 came with it).
     """
 
     name = "ngram"
 
-    def __init__(self, max_n: int = 4, min_n: int = 2) -> None:
+    def __init__(self, max_n: int = 8, min_n: int = 1) -> None:
         if not 1 <= min_n <= max_n:
             raise ValueError("need 1 <= min_n <= max_n")
         self.max_n = max_n
@@ -53,5 +61,5 @@ class NgramProposer:
                 continue
             start = self._index.get(tuple(ctx[-n:]))
             if start is not None:
-                return Proposal(tokens=ctx[start : start + k], probs=None)
+                return Proposal(tokens=ctx[start : start + min(k, n)], probs=None)
         return Proposal(tokens=[], probs=None)

@@ -277,6 +277,12 @@ def load_engine(
             raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
     target, proposer = _session(m, drafter, sp, draft, eagle)
     verify_cost = 1.5
+    if drafter == "ngram":
+        # Prompt lookup costs nothing to draft and proposes no more than its
+        # match's order (core/ngram.py), and a pass over 2-4 rows costs about one
+        # decode on the fused step (bench llm verify_cost): pausing only lost the
+        # long matches that came after a run of misses.
+        verify_cost = 1.0
     if eagle is not None:
         # Measured (docs/BENCHMARKS.md, bench draft): the EAGLE draft's third guess is
         # right < 10 % of the time, so it drafts at most EAGLE_K (the hybrid lets
