@@ -47,8 +47,32 @@ def test_engine_builds_the_eagle_drafter(engine) -> None:
     assert isinstance(engine.proposer, EagleProposer)
     assert engine.proposer.t is engine.target  # the proposer reads this session's features
     assert engine.proposer.runner.fused == (engine.model.fused is not None)
-    # The engine's K for this drafter (measured, see load_engine): short drafts, no pauses.
-    assert engine.k_max == 2 and engine.verify_cost == 1.0
+    # The engine's K for this drafter (measured, see load_engine): short drafts, no pauses,
+    # and a longer one only when the draft is sure of it.
+    from voicepipe.nn.engine import EAGLE_K, EAGLE_MIN_PATH
+
+    assert engine.k_max == EAGLE_K and engine.verify_cost == 1.0
+    assert engine.proposer.min_path == EAGLE_MIN_PATH > 0
+
+
+def test_eagle_drafts_on_only_while_sure(engine) -> None:
+    prop = engine.fork().proposer
+    t = prop.t
+    ids = _ids(engine, QUESTIONS[0])
+    t.prefill(ids[:-1])
+    prop.min_path = 0.0
+    full = prop.propose(ids, 4)
+    assert len(full.tokens) == 4 and len(prop.confs) == 4
+    confs = list(prop.confs)
+    assert all(0.0 < c <= 1.0 for c in confs)
+    path = 1.0
+    for i in range(3):  # each threshold cuts the proposal where its path probability drops below
+        path *= confs[i]
+        prop.min_path = path + 1e-6
+        cut = prop.propose(ids, 4)
+        assert cut.tokens == full.tokens[: i + 1], i
+    prop.min_path = 1.01  # never sure enough: still one guess (a 2-row pass costs ~1 decode)
+    assert prop.propose(ids, 4).tokens == full.tokens[:1]
 
 
 @pytest.mark.parametrize("k, adaptive", [(1, False), (3, False), (2, True)])
@@ -79,7 +103,9 @@ def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
         "smollm2-135m", "int4", "ngram+smollm2-draft", k=3, adaptive=False, max_len=512
     )
     assert isinstance(eng.proposer, HybridProposer)
-    assert eng.proposer.eagle_k == 2 and eng.k_max > 2  # the lookup may draft longer
+    from voicepipe.nn.engine import EAGLE_K
+
+    assert eng.proposer.eagle_k == EAGLE_K < eng.k_max  # the lookup may draft longer
     stop = set(eng.tokenizer.stop_ids)
     text = "The quick brown fox jumps over the lazy dog near the old mill by the river."
     for q in (f'Repeat exactly: "{text}"', QUESTIONS[0]):
@@ -139,14 +165,15 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
     e = m.embed[torch.as_tensor(ids[1 : n + 1])].float()
     cf, cr = fast.new_cache(512), ref.new_cache(512)
     with torch.inference_mode():
-        hf, rf = fast.step(cf, f, e, 0)  # catch-up over n rows, then single rows
-        hr, rr = ref.step(cr, f, e, 0)
+        hf, rf, pf = fast.step(cf, f, e, 0)  # catch-up over n rows, then single rows
+        hr, rr, pr = ref.step(cr, f, e, 0)
         for i in range(4):
             cos = torch.nn.functional.cosine_similarity(hf, hr, dim=0)
             assert cos > 0.99, (i, float(cos))
             scores = hr @ rows.T
             assert float(scores.max() - scores[rf]) <= 0.1 * float(scores.std()), i
+            assert 0.0 < pf <= 1.0 and abs(pf - pr) < 0.1, (i, pf, pr)  # the draft's confidence
             tok = draft.vocab[rr]
-            hf, rf = fast.step(cf, hr[None], m.embed[tok].float()[None], n + i)
-            hr, rr = ref.step(cr, hr[None], m.embed[tok].float()[None], n + i)
+            hf, rf, pf = fast.step(cf, hr[None], m.embed[tok].float()[None], n + i)
+            hr, rr, pr = ref.step(cr, hr[None], m.embed[tok].float()[None], n + i)
     assert cf.length == cr.length == n + 4

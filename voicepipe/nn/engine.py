@@ -179,7 +179,7 @@ def _session(
     if eagle is not None:  # the EAGLE draft reads the target's features: built as a pair
         from voicepipe.nn.draft_spec import HybridProposer, attach
 
-        target, prop = attach(model, eagle, name=drafter)
+        target, prop = attach(model, eagle, name=drafter, min_path=EAGLE_MIN_PATH)
         if drafter.startswith(HYBRID):
             ngram = NgramProposer(min_n=HYBRID_MIN_N)
             return target, HybridProposer(ngram, prop, drafter, eagle_k=EAGLE_K)
@@ -202,7 +202,11 @@ def _proposer(
 # or more (quotes, repeats), the EAGLE draft otherwise.
 HYBRID = "ngram+"
 HYBRID_MIN_N = 3
-EAGLE_K = 2  # the EAGLE draft's longest proposal in the engine
+EAGLE_K = 3  # the EAGLE draft's longest proposal in the engine
+# ... drafting on only while its own probability of the proposal is ≥ this: replaying
+# exact draft traces of 24 prompts against measured pass costs, 0.4 gave 1.25x where
+# always drafting 2 gave 1.20x and 3 gave 1.10x (0.3-0.6 all within 1 %).
+EAGLE_MIN_PATH = 0.4
 HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
 
 
@@ -285,8 +289,9 @@ def load_engine(
         verify_cost = 1.0
     if eagle is not None:
         # Measured (docs/BENCHMARKS.md, bench draft): the EAGLE draft's third guess is
-        # right < 10 % of the time, so it drafts at most EAGLE_K (the hybrid lets
-        # prompt lookup go longer); and speculation never pauses (break-even 0):
+        # right < 10 % of the time, so it drafts at most EAGLE_K, and a third only when
+        # it is sure (EAGLE_MIN_PATH; the hybrid lets prompt lookup go longer); and
+        # speculation never pauses (break-even 0):
         # pausing below 0.5 accepted per pass (AdaptiveK's default) cost 0.1-0.15x
         # with this drafter, whose misses come in short runs.
         k_max = k_max or (HYBRID_K_MAX if drafter.startswith(HYBRID) else EAGLE_K)
