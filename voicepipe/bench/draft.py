@@ -41,6 +41,7 @@ def _run(dec, prompt: list[int], max_new: int, stop: set[int]):  # noqa: ANN001,
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from voicepipe.bench.llm import _cpu
     from voicepipe.core.ngram import NgramProposer
     from voicepipe.core.spec import SpecMetrics, SpeculativeDecoder
     from voicepipe.nn import engine as E
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{i + 1}/{len(prompts)}] {q!r}: {len(ref)} tokens", file=sys.stderr)
     report = {
-        "machine": "2-core AMD EPYC Zen 4, CPU only",
+        "machine": {"cpu": _cpu(), "cores": os.cpu_count()},  # as /proc/cpuinfo names it
         "prompt_set": args.prompts,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "model": cfg.model,
