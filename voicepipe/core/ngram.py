@@ -53,7 +53,8 @@ class NgramProposer:
                 if e - n >= 0:
                     self._index[tuple(ctx[e - n : e])] = e
 
-    def propose(self, context: list[int], k: int) -> Proposal:
+    def lookup(self, context: list[int]) -> tuple[int, int]:
+        """(order of the longest suffix n-gram match, start of its continuation), or (0, 0)."""
         self._sync(context)
         ctx = self._ctx
         for n in range(self.max_n, self.min_n - 1, -1):
@@ -61,5 +62,9 @@ class NgramProposer:
                 continue
             start = self._index.get(tuple(ctx[-n:]))
             if start is not None:
-                return Proposal(tokens=ctx[start : start + min(k, n)], probs=None)
-        return Proposal(tokens=[], probs=None)
+                return n, start
+        return 0, 0
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        n, start = self.lookup(context)
+        return Proposal(tokens=self._ctx[start : start + min(k, n)], probs=None)

@@ -1,0 +1,57 @@
+"""core.spec_replay: policies replayed over fixed proposals, against hand-counted passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from voicepipe.core import spec_replay as R
+from voicepipe.core.spec import AdaptiveK
+
+FLAT = R.Costs([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # every pass costs one decode
+
+
+def fixed(k: int):
+    return lambda: AdaptiveK(k, k_max=k, adaptive=False)
+
+
+def test_perfect_lookup_emits_k_plus_one_per_pass() -> None:
+    # A 20-token reply quoted from the prompt: a 5-gram match confirming 16 tokens everywhere.
+    sites = [R.Site(ngram_order=5, ngram_len=16, ngram_ok=16) for _ in range(19)]
+    r = R.replay(sites, R.ngram(), FLAT, fixed(4))
+    # Passes emit 5, 5, 5, then the last 4 tokens (K shrinks to what is left: 3 drafts + 1).
+    assert (r.tokens, r.passes) == (19, 4)
+    assert r.speedup == pytest.approx(19 / 4)
+    # Capped by the match's order: a 2-gram match drafts 2 even when 16 would be right.
+    sites2 = [R.Site(ngram_order=2, ngram_len=16, ngram_ok=16) for _ in range(19)]
+    assert R.replay(sites2, R.ngram(), FLAT, fixed(4)).passes == 7  # 3 tokens per pass
+    assert R.replay(sites2, R.ngram(cap_by_order=False), FLAT, fixed(4)).passes == 4
+    assert R.replay(sites2, R.ngram(min_n=3), FLAT, fixed(4)).passes == 19  # no proposal
+
+
+def test_pass_cost_counts_rows_and_draft_steps() -> None:
+    costs = R.Costs([1.0, 1.5, 2.0], draft_step=0.25)
+    assert costs.verify(5) == pytest.approx(3.0)  # extrapolated linearly past the measured rows
+    # The draft is never right: every pass drafts 2 guesses (sure of them) and emits 1 token.
+    sites = [R.Site(eagle_confs=(0.9, 0.9, 0.9), eagle_ok=0) for _ in range(6)]
+    r = R.replay(sites, R.eagle(k_max=2), costs, fixed(2))
+    # 6 tokens, one per pass; K shrinks to what is left: 4 passes of 3 rows + 2 steps,
+    # one of 2 rows + 1 step, one of 1 row.
+    assert r.passes == 6
+    assert r.cost == pytest.approx(4 * (2.0 + 0.5) + (1.5 + 0.25) + 1.0)
+    assert r.speedup < 1
+
+
+def test_eagle_drafts_on_while_its_path_probability_holds() -> None:
+    s = R.Site(eagle_confs=(0.9, 0.5, 0.9, 0.9), eagle_ok=4)
+    assert R.eagle(k_max=4, min_path=0.0)(s, 4) == (4, 4, 4)
+    assert R.eagle(k_max=4, min_path=0.5)(s, 4) == (2, 2, 2)  # 0.9 ≥ 0.5, then 0.45 < 0.5
+    assert R.eagle(k_max=4, min_path=0.95)(s, 4) == (1, 1, 1)  # always one guess
+    assert R.eagle(k_max=4)(R.Site(eagle_confs=(0.9, 0.9), eagle_ok=1), 4) == (2, 1, 2)
+
+
+def test_hybrid_takes_lookup_only_for_long_matches() -> None:
+    h = R.hybrid(R.ngram(), R.eagle(k_max=2), min_order=3)
+    long = R.Site(ngram_order=4, ngram_len=8, ngram_ok=8, eagle_confs=(0.9, 0.9), eagle_ok=0)
+    short = R.Site(ngram_order=2, ngram_len=8, ngram_ok=8, eagle_confs=(0.9, 0.9), eagle_ok=1)
+    assert h(long, 6) == (4, 4, 0)  # lookup, no draft steps
+    assert h(short, 6) == (2, 1, 2)  # the draft

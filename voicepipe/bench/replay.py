@@ -1,0 +1,179 @@
+"""`voicepipe bench replay`: speculative speedups replayed exactly, free of machine load.
+
+Greedy speculation always emits the target's greedy reply, and at every
+position of it each drafter's proposal is fixed (prompt lookup reads the
+context; the EAGLE draft reads the target's features of it). This bench
+decodes each prompt's greedy reply once, records at every position what
+prompt lookup and the EAGLE draft would propose and how many tokens of it the
+reply confirms (``core.spec_replay.Site``), measures in the same run the cost
+of a verifying pass over T rows and of a draft step (best-of, in one-row
+decodes), and replays each drafting policy over the sites
+(``core.spec_replay``): the passes it would run, their cost, the speedup.
+
+Policies: ``ngram`` / ``eagle`` / ``hybrid`` as the engine builds them
+(``load_engine``'s K, caps and thresholds), and ``*_session2``: the rules
+before session 3 (prompt lookup: up to K tokens whatever its match, 2-grams
+up, pausing below 0.5 accepted per pass; the EAGLE draft: always 2 guesses).
+Wall-clock speedups stay ``bench llm`` / ``bench draft``'s job: this one
+leaves out per-pass Python overhead and cache effects between passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: ANN001
+    """The reply's Site per position (sites[i]: after its first i+1 tokens)."""
+    from voicepipe.core.ngram import NgramProposer
+    from voicepipe.core.spec_replay import Site
+
+    fork = eng.fork()
+    target, eagle = fork.target, fork.proposer.eagle
+    eagle.min_path = 0.0  # trace every guess; policies cut by confidence in replay
+    lookup = NgramProposer(max_n=8, min_n=1)
+    out = [int(target.prefill(ids).argmax())]
+    seen: list[tuple[int, list[int], list[int], list[float]]] = []
+    while len(out) < max_new and out[-1] not in stop:
+        ctx = ids + out
+        order, start = lookup.lookup(ctx)
+        cont = ctx[start : start + 16] if order else []
+        guess = eagle.propose(ctx, 4).tokens
+        seen.append((order, cont, guess, list(eagle.confs)))
+        out.append(int(target.score([out[-1]]).logits[-1].argmax()))
+
+    def ok(p: list[int], i: int) -> int:
+        n = 0
+        while n < len(p) and i + 1 + n < len(out) and p[n] == out[i + 1 + n]:
+            n += 1
+        return n
+
+    return [
+        Site(order, len(cont), ok(cont, i), tuple(confs), ok(guess, i))
+        for i, (order, cont, guess, confs) in enumerate(seen[: len(out) - 1])
+    ]
+
+
+def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
+    """One EAGLE draft step right after a target decode, in one-row decodes (best of n each)."""
+    import torch
+
+    from voicepipe.nn import llama
+
+    fork = eng.fork()
+    target, runner = fork.target, fork.proposer.eagle.runner
+    target.prefill(ids)
+    cache = runner.new_cache(64)
+    dim = eng.model.args.dim
+    h, e = torch.zeros(1, dim), eng.model.embed[ids[-1]].float()[None]
+    base = target.cache.length
+    best_t = best_d = float("inf")
+    for _ in range(n):
+        t0 = time.perf_counter()
+        llama.verify(eng.model, target.cache, [ids[-1]])
+        t1 = time.perf_counter()
+        runner.step(cache, h, e, 0)
+        t2 = time.perf_counter()
+        target.cache.rollback(base)
+        cache.rollback(0)
+        best_t, best_d = min(best_t, t1 - t0), min(best_d, t2 - t1)
+    return best_d / best_t
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from voicepipe.bench.llm import PROMPTS, _cpu, verify_costs
+    from voicepipe.core import spec_replay as R
+    from voicepipe.core.spec import AdaptiveK
+    from voicepipe.nn import engine as E
+    from voicepipe.training.draft_prompts import heldout_prompts
+
+    torch.set_num_threads(args.threads)
+    cfg = args.config.llm
+    draft = args.draft
+    eng = E.load_engine(cfg.model, cfg.weights, f"{E.HYBRID}{draft}", k=cfg.spec_k, max_len=2048)
+    tok = eng.tokenizer
+    system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
+    if args.prompts == "assistant":
+        texts = heldout_prompts(args.n)
+        msgs = [[*system, {"role": "user", "content": q}] for q in texts]
+    else:  # bench llm's sets, as bench llm renders them (no system prompt)
+        texts = PROMPTS[args.prompts][: args.n]
+        msgs = [[{"role": "user", "content": q}] for q in texts]
+    stop = set(tok.stop_ids)
+    sites = []
+    for i, m in enumerate(msgs):
+        sites.append(_sites(eng, tok.chat_ids(m), args.max_new, stop))
+        if not args.json:
+            print(f"[{i + 1}/{len(msgs)}] {len(sites[-1]) + 1} tokens", file=sys.stderr)
+    ids = tok.chat_ids(msgs[0])
+    vc = verify_costs(eng.model, ids, passes=40)  # the replay's only timing: make it solid
+    costs = R.Costs([vc["verify_cost"][t] for t in sorted(vc["verify_cost"])],
+                    _draft_step_cost(eng, ids))  # fmt: skip
+    k = cfg.spec_k
+    lookup, guess = R.ngram(), R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)
+    policies = {
+        "ngram": (lookup, lambda: AdaptiveK(k, k_max=8, verify_cost=1.0)),
+        "ngram_session2": (
+            R.ngram(min_n=2, cap_by_order=False),
+            lambda: AdaptiveK(k, k_max=8, verify_cost=1.5),
+        ),
+        "eagle": (guess, lambda: AdaptiveK(k, k_max=E.EAGLE_K, verify_cost=1.0)),
+        "eagle_session2": (R.eagle(2), lambda: AdaptiveK(k, k_max=2, verify_cost=1.0)),
+        "hybrid": (
+            R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), guess, E.HYBRID_MIN_N),
+            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
+        ),
+    }
+    rows = {}
+    for name, (choose, make_k) in policies.items():
+        tot = R.Replay()
+        for s in sites:
+            tot.add(R.replay(s, choose, costs, make_k))
+        rows[name] = {
+            "speedup": round(tot.speedup, 3),
+            "tokens": tot.tokens,
+            "passes": tot.passes,
+            "tokens_per_pass": round(tot.tokens / max(1, tot.passes), 3),
+            "cost_per_pass": round(tot.cost / max(1, tot.passes), 3),
+        }
+    report = {
+        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg": os.getloadavg()[0]},
+        "model": cfg.model,
+        "weights": cfg.weights,
+        "draft": draft,
+        "prompts": args.prompts,
+        "n_prompts": len(msgs),
+        "max_new_tokens": args.max_new,
+        "verify_cost": vc["verify_cost"],
+        "draft_step_cost": round(costs.draft_step, 3),
+        "policies": rows,
+    }
+    print(json.dumps(report, indent=None if args.json else 2))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="speculative drafting policies replayed exactly on real replies (JSON)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--prompts",
+        choices=("assistant", "grounded"),
+        default="assistant",
+        help="held-out assistant-style prompts (default) or bench llm's grounded set",
+    )
+    p.add_argument("--n", type=int, default=40, help="prompts (default 40; grounded has 4)")
+    p.add_argument("--max-new", type=int, default=160, help="reply cap (default 160)")
+    p.add_argument("--draft", default="smollm2-draft", help="EAGLE draft (default smollm2-draft)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.set_defaults(func=run)

@@ -1,0 +1,129 @@
+"""Exact replay of greedy speculative-decoding policies (no I/O, no model).
+
+Greedy speculation emits the target's own greedy reply whatever the drafter
+does, and a deterministic drafter's proposal at a position depends only on
+the context, so at every position of that reply the proposal is fixed. A
+``Site`` records, per position, what the drafter would propose there (what a
+policy may look at) and how many of its tokens the reply confirms. Replaying
+a policy over the sites gives exactly the verifying passes it would run; with
+the measured cost of a pass over T rows and of a draft step (``Costs``), the
+speedup follows without timing a single generation, so it does not depend on
+the machine's load beyond that one cost curve. ``voicepipe bench replay``
+builds the sites from real models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from voicepipe.core.spec import AdaptiveK
+
+
+@dataclass(frozen=True)
+class Site:
+    """What drafters would propose after one position of the reply.
+
+    ngram_order / ngram_len: prompt lookup's matched n-gram order (0: no match)
+    and how many tokens it could propose; ngram_ok: how many of those the reply
+    confirms. eagle_confs: the EAGLE draft's probability of each of its guesses
+    (as many as traced); eagle_ok: how many of them the reply confirms.
+    """
+
+    ngram_order: int = 0
+    ngram_len: int = 0
+    ngram_ok: int = 0
+    eagle_confs: tuple[float, ...] = ()
+    eagle_ok: int = 0
+
+
+@dataclass(frozen=True)
+class Costs:
+    """rows[T-1]: a pass over T rows, in one-row decodes; draft_step likewise."""
+
+    rows: Sequence[float]
+    draft_step: float = 0.0
+
+    def verify(self, t: int) -> float:
+        r = self.rows
+        if t <= len(r):
+            return r[t - 1]
+        slope = r[-1] - r[-2] if len(r) > 1 else 1.0
+        return r[-1] + slope * (t - len(r))
+
+
+# A drafter's choice at a site, given the controller's K: (tokens drafted,
+# tokens the reply confirms among them, draft-model steps spent).
+Choice = Callable[[Site, int], tuple[int, int, int]]
+
+
+def ngram(min_n: int = 1, cap_by_order: bool = True) -> Choice:
+    """Prompt lookup as core.ngram.NgramProposer proposes (capped by its match order)."""
+
+    def choose(s: Site, k: int) -> tuple[int, int, int]:
+        if s.ngram_order < min_n:
+            return 0, 0, 0
+        n = min(k, s.ngram_len, s.ngram_order if cap_by_order else k)
+        return n, min(n, s.ngram_ok), 0
+
+    return choose
+
+
+def eagle(k_max: int, min_path: float = 0.0) -> Choice:
+    """The EAGLE proposer: one guess, then more while its path probability is ≥ min_path."""
+
+    def choose(s: Site, k: int) -> tuple[int, int, int]:
+        k = min(k, k_max, len(s.eagle_confs))
+        if k <= 0:
+            return 0, 0, 0
+        n, path = 1, s.eagle_confs[0]
+        while n < k and path >= min_path:
+            path *= s.eagle_confs[n]
+            n += 1
+        return n, min(n, s.eagle_ok), n
+
+    return choose
+
+
+def hybrid(lookup: Choice, draft: Choice, min_order: int) -> Choice:
+    """Prompt lookup where its match has ≥ min_order tokens, the draft otherwise."""
+
+    def choose(s: Site, k: int) -> tuple[int, int, int]:
+        if s.ngram_order >= min_order:
+            return lookup(s, k)
+        return draft(s, k)
+
+    return choose
+
+
+@dataclass
+class Replay:
+    tokens: int = 0  # tokens after the first (the plain decode's passes)
+    passes: int = 0
+    cost: float = 0.0  # in one-row decodes
+
+    @property
+    def speedup(self) -> float:
+        return self.tokens / self.cost if self.cost else 1.0
+
+    def add(self, o: Replay) -> None:
+        self.tokens += o.tokens
+        self.passes += o.passes
+        self.cost += o.cost
+
+
+def replay(
+    sites: Sequence[Site], choose: Choice, costs: Costs, make_k: Callable[[], AdaptiveK]
+) -> Replay:
+    """The passes a policy runs over one reply (sites[i]: after the reply's first i+1 tokens)."""
+    ctl = make_k()
+    r = Replay(tokens=len(sites))
+    i = 0
+    while i < len(sites):
+        k = min(ctl.next_k(), len(sites) - i - 1)
+        drafted, ok, steps = choose(sites[i], k) if k > 0 else (0, 0, 0)
+        r.cost += costs.verify(drafted + 1) + steps * costs.draft_step
+        r.passes += 1
+        ctl.update(drafted, ok)
+        i += ok + 1
+    return r
