@@ -69,7 +69,7 @@ async def test_streams_deltas_chunks_spans_and_remembers(cfg, engine) -> None:
     got = await _run(
         stage,
         [
-            TranscriptFinal(turn_id=1, text="Hi! What is the capital of France?"),
+            TranscriptFinal(turn_id=1, text="Hi! Which city is the capital of France?"),
             TranscriptFinal(turn_id=2, text="And of Italy?"),
         ],
         last,
@@ -90,6 +90,8 @@ async def test_streams_deltas_chunks_spans_and_remembers(cfg, engine) -> None:
         ]
         assert tpot.attrs["tokens"] == metrics[0].values["tokens"]
         assert tpot.duration_ms == pytest.approx(metrics[0].values["tpot_ms"], abs=0.01)
+    # A real answer. "Which city": the int4 model's first token after "What is the capital"
+    # is a near-tie (L 0.113 / The 0.110) that float summation order alone can flip.
     assert "Paris" in "".join(f.text for f in got if isinstance(f, TextDelta) and f.turn_id == 1)
     roles = [m["role"] for m in stage.messages]
     assert roles == ["system", "user", "assistant", "user", "assistant"]
