@@ -40,13 +40,9 @@ constexpr int64_t kBlock = 32;
 // Chunks in the run that starts with `left` chunks still to go.
 constexpr int run_len(int64_t left) { return left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1; }
 
-// Input index (within its run of C chunks) held at byte p of the run's
-// vpdpbusd operands (operand p/64, lane (p%64)/4, byte p%4). Mirrored by
-// voicepipe.nn.qlinear.q4_order.
-constexpr int order(int C, int p) {
-  const int k = p / 64, l = (p % 64) / 4, per = 8 / C;  // per: lanes per block
-  return (l / per) * 32 + (l % per) * 4 * C + 4 * k + p % 4;
-}
+// Byte order within a run of C chunks (voicepipe.nn.qlinear.q4_order builds the
+// weights' side): operand k (0..C-1), lane l, byte b holds input
+// (l / per)·32 + (l % per)·4C + 4k + b of the run, per = 8/C lanes per block.
 
 struct Act {
   int64_t M = 0, K = 0, runs = 0;
@@ -84,7 +80,7 @@ inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
     for (int64_t c = 0, r = 0; c < nc; ++r) {
       const int C = run_len(nc - c), per = 8 / C;
       const int64_t base = c * kChunk;
-      // Operand k's lane l is the 4 bytes at order(C, 64k + 4l): one dword gather each.
+      // Operand k's lane l is the 4 bytes at off[l] + 4k (the order above): a dword gather.
       alignas(64) int32_t off[16];
       for (int l = 0; l < 16; ++l) off[l] = (l / per) * 32 + (l % per) * 4 * C;
       const __m512i idx = _mm512_load_si512(off);
