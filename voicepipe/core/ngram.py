@@ -16,14 +16,14 @@ class NgramProposer:
 
     It proposes at most as many tokens as the n-gram it matched: a continuation
     is trusted about as far as the context that found it. On bench llm's
-    prompts (greedy replies of the default model replayed exactly against the
-    measured cost of a verifying pass over T rows), an order-1 match's first
-    token is right 12-33 % of the time, an order-5+ match's 85-92 %; and a
-    pass over 2 rows costs about one over 1 row (the step is memory-bound), so
-    even a 1-gram's single guess pays, while 8 guesses after a 2-gram waste a
-    pass that costs twice a decode. Capping by the order took the replayed
-    speedup from 1.88× to 2.0× on the grounded prompts and from 1.31× to 1.46×
-    on the assistant ones (max_n 4 → 8 and min_n 2 → 1 came with it).
+    prompts an order-1 match's first token is right 12-33 % of the time, an
+    order-5+ match's 85-92 %; and a pass over 2 rows costs little more than
+    one over 1 row (the step is memory-bound), so even a 1-gram's single guess
+    pays, while 8 guesses after a 2-gram waste a pass that costs twice a
+    decode. Replaying the default model's greedy replies exactly against pass
+    costs measured in the decode loop (``voicepipe bench replay``), the cap
+    (with max_n 4 → 8, min_n 2 → 1) took prompt lookup from 1.87× to 1.92× on
+    the grounded prompts and from 1.36× to 1.41× on the assistant ones.
     """
 
     name = "ngram"
