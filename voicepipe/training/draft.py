@@ -1,9 +1,12 @@
 """`voicepipe train draft`: self-distil an EAGLE-style draft for the default LLM.
 
 Two resumable stages under $VOICEPIPE_HOME:
-- gen: the target (bf16 weights, batched) answers seeded assistant-style
-  prompts (``draft_prompts``) greedily; every shard of replies is stored with
-  the target's feature at every position (``draft_gen``) in data/draft/.
+- gen: the serving target (int4 weights on the fused step, one prompt at a
+  time; --gen-weights bf16 runs the older batched per-op path) answers seeded
+  assistant-style prompts (``draft_prompts``) greedily; every shard of 32
+  replies is stored with the target's feature at every position
+  (``draft_gen``) in data/draft/. Shard s holds prompts 32·s … 32·s + 31 of
+  the seed's list, so a longer --n-prompts continues where a run stopped.
 - fit: trains ``voicepipe.nn.draft_model.EagleDraft`` on those shards, teacher
   forced: from the target's feature at position i and the embedding of token
   i+1 it predicts the target's feature at i+1 (smooth-L1) and the target's
@@ -114,8 +117,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="self-distil the EAGLE-style draft for the default LLM (gen data, then fit)",
         description=(
             "Self-distillation of the speculative-decoding draft for the default LLM. "
-            "Stage 'gen' has the target answer seeded assistant-style prompts greedily (batched, "
-            "bf16) and stores replies plus the target's features under "
+            "Stage 'gen' has the serving target (int4, fused step) answer seeded assistant-style "
+            "prompts greedily and stores replies plus the target's features under "
             "$VOICEPIPE_HOME/data/draft; stage 'fit' trains the draft on them with checkpoints, "
             "resume and a loss log under $VOICEPIPE_HOME/runs/draft; stage 'export' writes the "
             "best checkpoint as the fp16 release file with the reduced vocabulary recounted on all "
@@ -152,7 +155,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit: start from this draft checkpoint (fine-tune) instead of the target's last layer",
     )
     p.add_argument(
-        "--val-shard", type=int, default=0, help="fit: index of the held-out gen shard (default 0)"
+        "--val-shard",
+        default="0",
+        help="fit: index (or comma list) of the held-out gen shards, never trained on (default 0)",
+    )
+    p.add_argument(
+        "--recent-from",
+        type=int,
+        default=0,
+        help="fit: shards from this index on are the 'recent' ones (e.g. 39, the first shard "
+        "answered by the int4 fused target) for --recent-share",
+    )
+    p.add_argument(
+        "--recent-share",
+        type=float,
+        default=0.0,
+        help="fit: share of every batch drawn from the recent shards (default 0: all shards alike)",
     )
     p.add_argument(
         "--self-feed",
