@@ -90,7 +90,7 @@ class Linear:
         # The fused step's own int4 layout (kernels/llama_step/q4a8.h). aten's
         # packing is then only built if a per-op caller (a test, a per-op draft)
         # asks for it: a model on the fused step never does, and building it
-        # took most of a 1.5B model's load time and doubled its memory.
+        # cost load time and a second copy of the weights (~0.5 byte each).
         self.q4: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
         if weights == "int4" and kernels and self.in_features % 64 == 0 and q4_kernel():
             self.q4 = pack_q4(w)
