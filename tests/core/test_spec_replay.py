@@ -55,3 +55,22 @@ def test_hybrid_takes_lookup_only_for_long_matches() -> None:
     short = R.Site(ngram_order=2, ngram_len=8, ngram_ok=8, eagle_confs=(0.9, 0.9), eagle_ok=1)
     assert h(long, 6) == (4, 4, 0)  # lookup, no draft steps
     assert h(short, 6) == (2, 1, 2)  # the draft
+
+
+def test_first_guess_accuracy_by_order_and_confidence() -> None:
+    sites = [
+        R.Site(ngram_order=1, ngram_len=3, ngram_ok=0, eagle_confs=(0.05,), eagle_ok=0),
+        R.Site(ngram_order=1, ngram_len=3, ngram_ok=2, eagle_confs=(0.9,), eagle_ok=1),
+        R.Site(ngram_order=7, ngram_len=8, ngram_ok=8, eagle_confs=(0.95,), eagle_ok=1),
+        R.Site(eagle_confs=(0.5,), eagle_ok=0),  # no lookup match: not counted for lookup
+    ]
+    acc = R.first_guess_accuracy(sites)
+    assert acc["ngram_by_order"]["1"] == [2, 0.5]
+    assert acc["ngram_by_order"]["5"] == [1, 1.0]  # orders of 5 and more together
+    assert acc["ngram_by_order"]["3"] == [0, 0.0]
+    assert acc["eagle_by_confidence"] == {
+        "<0.1": [1, 0.0],
+        "0.1-0.4": [0, 0.0],
+        "0.4-0.8": [1, 0.0],
+        ">=0.8": [2, 1.0],
+    }

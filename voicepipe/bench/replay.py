@@ -11,9 +11,14 @@ decodes), and replays each drafting policy over the sites
 (``core.spec_replay``): the passes it would run, their cost, the speedup.
 
 Policies: ``ngram`` / ``eagle`` / ``hybrid`` as the engine builds them
-(``load_engine``'s K, caps and thresholds), and ``*_session2``: the rules
-before session 3 (prompt lookup: up to K tokens whatever its match, 2-grams
-up, pausing below 0.5 accepted per pass; the EAGLE draft: always 2 guesses).
+(``load_engine``'s K, caps and thresholds); ``*_session2``: the rules before
+session 3 (prompt lookup: up to K tokens whatever its match, 2-grams up,
+pausing below 0.5 accepted per pass; the EAGLE draft: always 2 guesses; the
+hybrid: lookup from 3-token matches); ``eagle_k3_always`` and
+``hybrid_lookup_from_3``: one setting of today's rule changed. Lookup is
+traced with max_n 8, so the session-2 rows (max_n 4) may match a longer
+n-gram than that rule did. ``first_guess``: how often each drafter's first
+guess is right, by lookup's match order and by the draft's confidence.
 Wall-clock speedups stay ``bench llm`` / ``bench draft``'s job: this one
 leaves out per-pass Python overhead and cache effects between passes.
 """
@@ -125,8 +130,17 @@ def run(args: argparse.Namespace) -> int:
         ),
         "eagle": (guess, lambda: AdaptiveK(k, k_max=E.EAGLE_K, verify_cost=1.0)),
         "eagle_session2": (R.eagle(2), lambda: AdaptiveK(k, k_max=2, verify_cost=1.0)),
+        "eagle_k3_always": (R.eagle(3), lambda: AdaptiveK(k, k_max=3, verify_cost=1.0)),
         "hybrid": (
             R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), guess, E.HYBRID_MIN_N),
+            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
+        ),
+        "hybrid_lookup_from_3": (
+            R.hybrid(R.ngram(min_n=3), guess, 3),
+            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
+        ),
+        "hybrid_session2": (
+            R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3),
             lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
         ),
     }
@@ -153,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         "verify_cost": vc["verify_cost"],
         "draft_step_cost": round(costs.draft_step, 3),
         "policies": rows,
+        "first_guess": R.first_guess_accuracy([x for s in sites for x in s]),
     }
     print(json.dumps(report, indent=None if args.json else 2))
     return 0

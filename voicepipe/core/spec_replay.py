@@ -127,3 +127,31 @@ def replay(
         ctl.update(drafted, ok)
         i += ok + 1
     return r
+
+
+CONF_EDGES = (0.1, 0.4, 0.8)  # draft-confidence buckets: <0.1, 0.1-0.4, 0.4-0.8, >=0.8
+
+
+def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[float]]]:
+    """How often each drafter's first guess is right: prompt lookup by the order of
+    its match (1, 2, 3, 4, 5+), the EAGLE draft by its own probability of the guess
+    (CONF_EDGES buckets). Each entry is [sites, share right]."""
+
+    def share(pairs: list[tuple[str, bool]], keys: list[str]) -> dict[str, list[float]]:
+        out = {}
+        for key in keys:
+            hits = [ok for k, ok in pairs if k == key]
+            out[key] = [len(hits), round(sum(hits) / len(hits), 3) if hits else 0.0]
+        return out
+
+    orders = [(str(min(s.ngram_order, 5)), s.ngram_ok > 0) for s in sites if s.ngram_order]
+    labels = ["<0.1", "0.1-0.4", "0.4-0.8", ">=0.8"]
+    confs = [
+        (labels[sum(s.eagle_confs[0] >= e for e in CONF_EDGES)], s.eagle_ok > 0)
+        for s in sites
+        if s.eagle_confs
+    ]
+    return {
+        "ngram_by_order": share(orders, ["1", "2", "3", "4", "5"]),
+        "eagle_by_confidence": share(confs, labels),
+    }
