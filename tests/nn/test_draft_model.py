@@ -107,11 +107,10 @@ def test_checkpoint_errors_name_file_and_fix(tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def target():
-    from voicepipe.nn import llama
-    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.engine import gguf_path, shared_model
     from voicepipe.nn.tokenizer import ChatTokenizer
 
-    m, _ = llama.load(gguf_path("smollm2-135m"), "int8", max_len=512)
+    m, _ = shared_model(gguf_path("smollm2-135m"), "int8", 512)  # one load per test process
     return m, ChatTokenizer(m.metadata)
 
 

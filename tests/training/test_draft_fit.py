@@ -30,15 +30,14 @@ def test_pick_draws_the_recent_share_of_every_batch() -> None:
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """Three tiny gen shards of the int4 target's own greedy replies (6 prompts)."""
-    from voicepipe.nn import llama
-    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.engine import gguf_path, shared_model
     from voicepipe.nn.tokenizer import ChatTokenizer
     from voicepipe.training.draft import chat
     from voicepipe.training.draft_gen import generate_one
     from voicepipe.training.draft_prompts import train_prompts
 
     torch.set_num_threads(1)
-    m, _ = llama.load(gguf_path("smollm2-135m"), "int4", max_len=512)
+    m, _ = shared_model(gguf_path("smollm2-135m"), "int4", 512)  # one load per test process
     tok = ChatTokenizer(m.metadata)
     data = tmp_path_factory.mktemp("draft_data")
     prompts = train_prompts(6)

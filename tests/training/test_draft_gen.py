@@ -8,11 +8,10 @@ import torch
 
 @pytest.fixture(scope="module")
 def target():
-    from voicepipe.nn import llama
-    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.engine import gguf_path, shared_model
     from voicepipe.nn.tokenizer import ChatTokenizer
 
-    m, _ = llama.load(gguf_path("smollm2-135m"), "int4", max_len=512)
+    m, _ = shared_model(gguf_path("smollm2-135m"), "int4", 512)  # one load per test process
     return m, ChatTokenizer(m.metadata)
 
 
