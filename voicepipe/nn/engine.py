@@ -200,14 +200,14 @@ def _proposer(
 
 # "ngram+<draft>": prompt lookup where the context has a match of HYBRID_MIN_N tokens
 # or more (quotes, repeats), the EAGLE draft otherwise. 2, not 3: replayed over 40
-# held-out prompts and bench llm's grounded set (bench replay), 2 gave 1.52x / 1.84x
-# where 3 gave 1.51x / 1.73x (4: 1.52x / 1.55x).
+# held-out prompts and bench llm's grounded set (bench replay), 2 gave 1.53x / 1.77x
+# where 3 gave 1.53x / 1.68x.
 HYBRID = "ngram+"
 HYBRID_MIN_N = 2
 EAGLE_K = 3  # the EAGLE draft's longest proposal in the engine
-# ... drafting on only while its own probability of the proposal is ≥ this: replaying
-# exact draft traces of 24 prompts against measured pass costs, 0.4 gave 1.25x where
-# always drafting 2 gave 1.20x and 3 gave 1.10x (0.3-0.6 all within 1 %).
+# ... drafting on only while its own probability of the proposal is ≥ this: replayed
+# over 40 held-out prompts (bench replay), 0.4 gave 1.37x where always drafting 2
+# gave 1.34x and always 3 1.33x.
 EAGLE_MIN_PATH = 0.4
 HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
 
