@@ -294,61 +294,144 @@ class Model {
     }
   }
 
-  // Causal attention one (row, head) at a time: row t sees positions [0, pos+t].
+  // Causal attention: row t sees positions [0, pos+t].
+  //
+  // Why this loop order: the G query heads sharing a KV head, over all T rows,
+  // walk that head's keys and values together, a block of keys at a time, so
+  // each block is read from L2 once and then served from L1 to every query
+  // (one query at a time re-read the cache G·T times: ~half of a verify row's
+  // extra cost at a 300-token context). Each query's arithmetic (its scores'
+  // FMA order, the softmax, the order of its Σ_j p_j·v_j) is the same
+  // whatever the blocking and however many rows come along, so rows stay
+  // bit-identical to one-token steps.
   void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
                  int64_t pos, int64_t Lmax) const {
-    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_;
-    par(threads_, T * H_, 1, [&](int64_t i0, int64_t i1) {
-      std::vector<float> sc(pos + T);
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t = i / H_, hd = i % H_, n = pos + t + 1;
-        const float* q = qkv + t * nqkv + hd * D;
-        const float* K = kc + (hd / G) * Lmax * D;
-        const float* Vv = vc + (hd / G) * Lmax * D;
-        __m512 mx = _mm512_set1_ps(-INFINITY);
-        for (int64_t j0 = 0; j0 < n; j0 += 16) {  // 16 keys' scores at a time
-          const int64_t cnt = std::min<int64_t>(16, n - j0);
-          __m512 acc[16];
-          for (int r = 0; r < 16; ++r) {
-            acc[r] = _mm512_setzero_ps();
-            if (r < cnt)
-              for (int64_t d = 0; d < D; d += 16)
-                acc[r] = _mm512_fmadd_ps(_mm512_loadu_ps(q + d),
-                                         _mm512_loadu_ps(K + (j0 + r) * D + d), acc[r]);
+    constexpr int64_t kKeys = 16;  // keys per block: 16 rows of K (or V), 4 KB at D = 64
+    // Blocks prefetched ahead: the cache streams from L3 or memory, and one-token
+    // steps stalled on it (a 600-token context cost a decode step ~2x).
+    constexpr int64_t kAhead = 2;
+    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_, n_all = pos + T;
+    par(threads_, Hkv_, 1, [&](int64_t g0, int64_t g1) {
+      std::vector<float> sc(G * T * n_all);  // scores, then weights, of query (t, h) at (t·G + h)·n_all
+      std::vector<float> inv(G * T);
+      for (int64_t g = g0; g < g1; ++g) {
+        const float* K = kc + g * Lmax * D;
+        const float* Vv = vc + g * Lmax * D;
+        for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
+          prefetch_rows(K, j0 + kAhead * kKeys, n_all, D);
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t cnt = std::min<int64_t>(kKeys, pos + t + 1 - j0);
+            if (cnt <= 0) continue;
+            for (int64_t h = 0; h < G; ++h) {
+              const float* q = qkv + t * nqkv + (g * G + h) * D;
+              const float* kb = K + j0 * D;
+              __m512 acc[16];
+              for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+              // d outer, keys inner: 16 independent FMA chains instead of one
+              // 4-deep chain per key (latency-bound); each key's sum keeps its order.
+              if (cnt == 16) {
+                for (int64_t d = 0; d < D; d += 16) {
+                  const __m512 qv = _mm512_loadu_ps(q + d);
+                  for (int r = 0; r < 16; ++r)
+                    acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+                }
+              } else {
+                for (int64_t d = 0; d < D; d += 16) {
+                  const __m512 qv = _mm512_loadu_ps(q + d);
+                  for (int r = 0; r < cnt; ++r)
+                    acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+                }
+              }
+              _mm512_mask_storeu_ps(&sc[(t * G + h) * n_all + j0], tail(cnt), hsum16(acc));
+            }
           }
-          _mm512_mask_storeu_ps(&sc[j0], tail(cnt), hsum16(acc));
         }
-        for (int64_t j = 0; j < n; j += 16)
-          mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail(n - j), &sc[j]));
-        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-        __m512 sum = _mm512_setzero_ps();
-        for (int64_t j = 0; j < n; j += 16) {
-          const __mmask16 k = tail(n - j);
-          __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, &sc[j]), m));
-          e = _mm512_maskz_mov_ps(k, e);
-          _mm512_mask_storeu_ps(&sc[j], k, e);
-          sum = _mm512_add_ps(sum, e);
-        }
-        const float inv = 1.0f / _mm512_reduce_add_ps(sum);
-        float* o = out + (t * H_ + hd) * D;
-        for (int64_t d = 0; d < D; d += 64) {
-          __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-          for (int64_t j = 0; j < n; ++j) {
-            const __m512 p = _mm512_set1_ps(sc[j]);
-            const float* vr = Vv + j * D + d;
-            a0 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr), a0);
-            a1 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16), a1);
-            a2 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 32), a2);
-            a3 = _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 48), a3);
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 0; h < G; ++h) {
+            float* s = &sc[(t * G + h) * n_all];
+            inv[t * G + h] = softmax_weights(s, pos + t + 1);
+            std::memset(out + (t * H_ + g * G + h) * D, 0, D * sizeof(float));
           }
-          const __m512 iv = _mm512_set1_ps(inv);
-          _mm512_storeu_ps(o + d, _mm512_mul_ps(a0, iv));
-          _mm512_storeu_ps(o + d + 16, _mm512_mul_ps(a1, iv));
-          _mm512_storeu_ps(o + d + 32, _mm512_mul_ps(a2, iv));
-          _mm512_storeu_ps(o + d + 48, _mm512_mul_ps(a3, iv));
+        // Σ_j p_j·v_j in j order per query: 4 accumulators per 64 dims, kept in
+        // `out` between key blocks (an fp32 store and load change no bits).
+        for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
+          prefetch_rows(Vv, j0 + kAhead * kKeys, n_all, D);
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t j1 = std::min<int64_t>(j0 + kKeys, pos + t + 1);
+            if (j1 <= j0) continue;
+            // The row's G heads together (3 at a time): their FMA chains interleave
+            // and share each V load.
+            for (int64_t h = 0; h < G; h += 3) {
+              const float* p = &sc[(t * G + h) * n_all];
+              float* o = out + (t * H_ + g * G + h) * D;
+              switch (std::min<int64_t>(3, G - h)) {
+                case 3: pv_block<3>(p, n_all, o, D, Vv, j0, j1); break;
+                case 2: pv_block<2>(p, n_all, o, D, Vv, j0, j1); break;
+                default: pv_block<1>(p, n_all, o, D, Vv, j0, j1); break;
+              }
+            }
+          }
         }
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 0; h < G; ++h) {
+            float* o = out + (t * H_ + g * G + h) * D;
+            const __m512 iv = _mm512_set1_ps(inv[t * G + h]);
+            for (int64_t d = 0; d < D; d += 16)
+              _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), iv));
+          }
       }
     });
+  }
+
+  // Prefetch rows [j, min(j + 16, n)) of a (·, D) fp32 cache into L1.
+  static void prefetch_rows(const float* base, int64_t j, int64_t n, int64_t D) {
+    const char* a = (const char*)(base + j * D);
+    const char* b = (const char*)(base + std::min<int64_t>(j + 16, n) * D);
+    for (; a < b; a += 64) _mm_prefetch(a, _MM_HINT_T0);
+  }
+
+  // o_q += Σ_{j0 ≤ j < j1} p_q[j]·V[j] for NQ queries (weights p + q·stride,
+  // outputs o + q·D), 4 accumulators per 64 dims per query, j in order.
+  template <int NQ>
+  static void pv_block(const float* p, int64_t stride, float* o, int64_t D, const float* V,
+                       int64_t j0, int64_t j1) {
+    for (int64_t d = 0; d < D; d += 64) {
+      __m512 a[NQ][4];
+      for (int q = 0; q < NQ; ++q)
+        for (int c = 0; c < 4; ++c) a[q][c] = _mm512_loadu_ps(o + q * D + d + 16 * c);
+      for (int64_t j = j0; j < j1; ++j) {
+        const float* vr = V + j * D + d;
+        const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16),
+                     v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
+        for (int q = 0; q < NQ; ++q) {
+          const __m512 pj = _mm512_set1_ps(p[q * stride + j]);
+          a[q][0] = _mm512_fmadd_ps(pj, v0, a[q][0]);
+          a[q][1] = _mm512_fmadd_ps(pj, v1, a[q][1]);
+          a[q][2] = _mm512_fmadd_ps(pj, v2, a[q][2]);
+          a[q][3] = _mm512_fmadd_ps(pj, v3, a[q][3]);
+        }
+      }
+      for (int q = 0; q < NQ; ++q)
+        for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o + q * D + d + 16 * c, a[q][c]);
+    }
+  }
+
+  // Scores s[0, n) → unnormalized softmax weights exp(s - max), in place;
+  // returns 1 / Σ weights.
+  static float softmax_weights(float* s, int64_t n) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int64_t j = 0; j < n; j += 16)
+      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail(n - j), s + j));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = tail(n - j);
+      __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m));
+      e = _mm512_maskz_mov_ps(k, e);
+      _mm512_mask_storeu_ps(s + j, k, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    return 1.0f / _mm512_reduce_add_ps(sum);
   }
 
   // act = silu(gate) * up for one row of gu = [gate ‖ up].

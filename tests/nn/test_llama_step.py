@@ -150,14 +150,18 @@ def test_fused_model_tracks_the_per_op_reference(mod, path, weights) -> None:
     assert margin.max().item() < 0.5, margin
 
 
-def test_fused_verify_rows_equal_decode_steps(mod, path) -> None:
+@pytest.mark.parametrize("context", [4, 42])
+def test_fused_verify_rows_equal_decode_steps(mod, path, context) -> None:
+    # 42 cached positions: the 9 verified rows end across a 16-key block of the
+    # attention's key loop (rows of one pass see different numbers of keys).
     m = llama.load(path, "int4", max_len=128)[0]
     c = m.new_cache()
-    llama.prefill(m, c, [1, 504, 3458, 282])
+    llama.prefill(m, c, [1, 504, 3458, 282, *range(600, 600 + context - 4)])
     n = c.length
-    rows = llama.verify(m, c, [7, 8, 9, 10, 11])
+    toks = [7, 8, 9, 10, 11, 12, 13, 14, 15]
+    rows = llama.verify(m, c, toks)
     c.rollback(n)
-    for i, t in enumerate([7, 8, 9, 10, 11]):
+    for i, t in enumerate(toks):
         assert torch.equal(llama.decode_step(m, c, t), rows[i])
 
 
