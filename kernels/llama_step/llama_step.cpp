@@ -72,20 +72,20 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
   TORCH_CHECK(parts.size() == 3, "a matrix is [w, scale] (int8) or [nibbles, d, m] (q4)");
 #ifdef __AVX512VNNI__
   const auto &p = parts[0], &d = parts[1], &m = parts[2];
-  TORCH_CHECK(p.dim() == 2 && p.scalar_type() == torch::kByte && p.is_contiguous(),
-              "q4 nibbles must be contiguous (out, in/2) uint8");
-  q.n = p.size(0);
-  q.k = 2 * p.size(1);
-  TORCH_CHECK(q.k % 64 == 0, "q4 in_features must be a multiple of 64");
-  TORCH_CHECK(d.scalar_type() == torch::kFloat && d.is_contiguous() && d.dim() == 2 &&
-                  d.size(0) == q.n && d.size(1) == q.k / 32,
+  TORCH_CHECK(d.scalar_type() == torch::kFloat && d.is_contiguous() && d.dim() == 2,
               "q4 scales must be contiguous (out, in/32) float32");
+  q.n = d.size(0);
+  q.k = 32 * d.size(1);
+  const int64_t G = (q.n + 15) / 16, nb = d.size(1);
+  TORCH_CHECK(p.scalar_type() == torch::kByte && p.is_contiguous() && p.dim() == 3 &&
+                  p.size(0) == G && p.size(1) == nb && p.size(2) == 256,
+              "q4 nibbles must be contiguous (ceil(out/16), in/32, 256) uint8");
   TORCH_CHECK(m.scalar_type() == torch::kHalf && m.is_contiguous() && m.dim() == 3 &&
-                  m.size(0) == (q.n + 15) / 16 && m.size(1) == q.k / 32 && m.size(2) == 16,
+                  m.size(0) == G && m.size(1) == nb && m.size(2) == 16,
               "q4 mins must be contiguous (ceil(out/16), in/32, 16) float16");
   q.q4 = true;
-  q.w4 = {p.data_ptr<uint8_t>(), d.data_ptr<float>(),
-          (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k};
+  q.w4 = q4a8::view(p.data_ptr<uint8_t>(), d.data_ptr<float>(),
+                    (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k);
   return q;
 #else
   TORCH_CHECK(false, "q4 matrices need AVX512-VNNI");
@@ -110,7 +110,7 @@ void matmul(const QW& q, const float* x, float* y, int64_t M, int threads) {
     thread_local q4a8::Act act;  // reused: no allocation per matrix
     q4a8::quantize(x, M, q.k, act);
     const q4a8::Act& a = act;
-    par(threads, (q.n + 15) / 16, 1, [&](int64_t g0, int64_t g1) {
+    par(threads, q.w4.G, 1, [&](int64_t g0, int64_t g1) {
       q4a8::gemm_groups(a, q.w4, y, g0, g1);
     });
     return;

@@ -81,7 +81,7 @@ def test_q4a8_matches_reference_and_is_batch_invariant(mod, ref, n, k) -> None:
     q4 = list(qlinear.pack_q4(w))
     wq = qlinear.unpack_q4(*q4)
     assert (wq - w).abs().max() <= w.abs().max() / 15  # within half a step of a 4-bit grid
-    x = torch.randn(20, k, generator=g)  # 20 rows go 8+8+4
+    x = torch.randn(20, k, generator=g)  # 20 rows go 8+6+6
     y = mod.gemm(x, q4)
     assert torch.allclose(y, ref.q4a8_gemm(x, wq), rtol=1e-5, atol=1e-5)
     for m in (1, 3, 6, 7, 8, 9, 13):  # 9 rows go 5+4, 13 rows 7+6

@@ -27,7 +27,6 @@ AVX512-VNNI (aten's only on a per-op call); such models then compute in fp32.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import torch
@@ -92,7 +91,7 @@ class Linear:
         # asks for it: a model on the fused step never does, and building it
         # cost load time and a second copy of the weights (~0.5 byte each).
         self.q4: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-        if weights == "int4" and kernels and self.in_features % 64 == 0 and q4_kernel():
+        if weights == "int4" and kernels and q4_kernel():
             self.q4 = pack_q4(w)
         elif weights == "int4":
             self.w, self.scales_zeros = quantize_int4(w, INT4_GROUP)
@@ -174,64 +173,44 @@ def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tens
     return packed, sz.transpose(0, 1).contiguous().to(torch.bfloat16)
 
 
-def _run_len(left: int) -> int:
-    return 8 if left >= 8 else 4 if left >= 4 else 2 if left >= 2 else 1
-
-
-@functools.cache
-def q4_order(k: int) -> torch.Tensor:
-    """Input index held at each byte of a row's vpdpbusd operands (kernels/llama_step/q4a8.h).
-
-    A row's K/64 chunks form runs of 8, 4, 2, 1 chunks; within a run of C
-    chunks, byte p is operand p // 64, lane (p % 64) // 4, and a lane holds 4
-    inputs of block lane·C/8, so a run's products accumulate per block.
-    """
-    out: list[int] = []
-    c, nc = 0, k // 64
-    while c < nc:
-        run = _run_len(nc - c)
-        per = 8 // run  # lanes per block
-        for p in range(run * 64):
-            lane = (p % 64) // 4
-            out.append(c * 64 + (lane // per) * 32 + (lane % per) * 4 * run + 4 * (p // 64) + p % 4)
-        c += run
-    return torch.tensor(out)
-
-
 def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_1-shaped int4: per 32 inputs w ≈ d·q + m, q in 0..15, d and m fp16-valued.
 
-    Returns (nibbles (out, in/2) uint8 in the kernel's byte order (q4_order), d (out, in/32)
-    fp32, m (ceil(out/16), in/32, 16) fp16): the kernel reads d every chunk, and
-    m for 16 output rows at once (zero-padded rows).
-    Dequantized Q4_1 tensors round-trip exactly: their blocks' min and range are the
-    original m and 15·d.
+    Returns the fused step's layout (kernels/llama_step/q4a8.h): nibbles
+    (ceil(out/16), in/32, 256) uint8, d (out, in/32) fp32, m (ceil(out/16),
+    in/32, 16) fp16. Outputs go in groups of 16 (zero-padded); per group and
+    block, weight byte kq·64 + 4·r + i is output r's input 4·kq + i of the
+    block, and nibble byte j holds weight bytes j (low) and 256 + j (high).
+    Dequantized Q4_1 tensors round-trip exactly: their blocks' min and range
+    are the original m and 15·d.
     """
     n, k = w.shape
-    if k % 64:
-        raise ValueError("pack_q4 needs in_features divisible by 64")
-    g = w.float().reshape(n, k // 32, 32)
+    if k % 32:
+        raise ValueError("pack_q4 needs in_features divisible by 32")
+    nb, ng = k // 32, (n + 15) // 16
+    g = w.float().reshape(n, nb, 32)
     lo = g.amin(dim=-1)
     d = ((g.amax(dim=-1) - lo) / 15.0).half()
     m = lo.half()
     df = d.float()[..., None]
     q = torch.where(df > 0, (g - m.float()[..., None]) / df.clamp(min=1e-30), 0.0)
-    q = q.round().clamp(0, 15).to(torch.uint8).reshape(n, k)[:, q4_order(k)].reshape(n, k // 64, 64)
-    packed = q[:, :, :32] | (q[:, :, 32:] << 4)  # operand bytes 0-31 low nibbles, 32-63 high
-    ng = (n + 15) // 16
-    mt = torch.zeros(ng * 16, k // 32, dtype=torch.float16)
+    q = q.round().clamp(0, 15).to(torch.uint8)
+    qp = torch.zeros(ng * 16, nb, 32, dtype=torch.uint8)
+    qp[:n] = q
+    # (group, row r, block, quad kq, i) → (group, block, kq, r, i)
+    tiles = qp.reshape(ng, 16, nb, 8, 4).permute(0, 2, 3, 1, 4).reshape(ng, nb, 512)
+    nib = tiles[..., :256] | (tiles[..., 256:] << 4)
+    mt = torch.zeros(ng * 16, nb, dtype=torch.float16)
     mt[:n] = m
-    mt = mt.reshape(ng, 16, k // 32).transpose(1, 2).contiguous()
-    return packed.reshape(n, k // 2).contiguous(), d.float().contiguous(), mt
+    mt = mt.reshape(ng, 16, nb).transpose(1, 2).contiguous()
+    return nib.contiguous(), d.float().contiguous(), mt
 
 
-def unpack_q4(packed: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+def unpack_q4(nib: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """The fp32 weight (out, in) that pack_q4's output stands for."""
-    n, half = packed.shape
-    k = 2 * half
-    p = packed.reshape(n, k // 64, 32)
-    q = torch.empty(n, k, dtype=torch.uint8)
-    q[:, q4_order(k)] = torch.cat([p & 0x0F, p >> 4], dim=-1).reshape(n, k)
-    g = q.reshape(n, k // 32, 32).float()
-    mins = m.transpose(1, 2).reshape(-1, k // 32)[:n].float()
-    return (g * d.float()[..., None] + mins[..., None]).reshape(n, k)
+    ng, nb, _ = nib.shape
+    n = d.shape[0]
+    tiles = torch.cat([nib & 0x0F, nib >> 4], dim=-1)  # (ng, nb, 512)
+    q = tiles.reshape(ng, nb, 8, 16, 4).permute(0, 3, 1, 2, 4).reshape(ng * 16, nb, 32)[:n]
+    mins = m.transpose(1, 2).reshape(ng * 16, nb)[:n].float()
+    return (q.float() * d.float()[..., None] + mins[..., None]).reshape(n, nb * 32)
