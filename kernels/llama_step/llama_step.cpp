@@ -296,91 +296,101 @@ class Model {
 
   // Causal attention: row t sees positions [0, pos+t].
   //
-  // Why this loop order: the G query heads sharing a KV head, over all T rows,
-  // walk that head's keys and values together, a block of keys at a time, so
-  // each block is read from L2 once and then served from L1 to every query
-  // (one query at a time re-read the cache G·T times: ~half of a verify row's
-  // extra cost at a 300-token context). Each query's arithmetic (its scores'
-  // FMA order, the softmax, the order of its Σ_j p_j·v_j) is the same
-  // whatever the blocking and however many rows come along, so rows stay
-  // bit-identical to one-token steps.
+  // Why this loop order: the G query heads that share a KV head, over up to
+  // 16 rows at a time, walk that head's keys and values together, a block of
+  // 16 keys at a time, so each block is fetched once per pass and then served
+  // from L1 to every query. One query at a time re-read the head's cache for
+  // each query head and each row, and a one-token step stalled on those
+  // loads at long contexts (perf). Each query's arithmetic (its scores' FMA
+  // order, the softmax, the order of its Σ_j p_j·v_j) is the same whatever
+  // the blocking and however many rows come along, so rows stay bit-identical
+  // to one-token steps.
   void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
                  int64_t pos, int64_t Lmax) const {
-    constexpr int64_t kKeys = 16;  // keys per block: 16 rows of K (or V), 4 KB at D = 64
-    // Blocks prefetched ahead: the cache streams from L3 or memory, and one-token
-    // steps stalled on it (a 600-token context cost a decode step ~2x).
-    constexpr int64_t kAhead = 2;
-    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_, n_all = pos + T;
+    constexpr int64_t kRows = 16;  // rows per tile: a verify pass is one tile, a prefill several
+    const int64_t G = H_ / Hkv_;
     par(threads_, Hkv_, 1, [&](int64_t g0, int64_t g1) {
-      std::vector<float> sc(G * T * n_all);  // scores, then weights, of query (t, h) at (t·G + h)·n_all
-      std::vector<float> inv(G * T);
-      for (int64_t g = g0; g < g1; ++g) {
-        const float* K = kc + g * Lmax * D;
-        const float* Vv = vc + g * Lmax * D;
-        for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
-          prefetch_rows(K, j0 + kAhead * kKeys, n_all, D);
-          for (int64_t t = 0; t < T; ++t) {
-            const int64_t cnt = std::min<int64_t>(kKeys, pos + t + 1 - j0);
-            if (cnt <= 0) continue;
-            for (int64_t h = 0; h < G; ++h) {
-              const float* q = qkv + t * nqkv + (g * G + h) * D;
-              const float* kb = K + j0 * D;
-              __m512 acc[16];
-              for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
-              // d outer, keys inner: 16 independent FMA chains instead of one
-              // 4-deep chain per key (latency-bound); each key's sum keeps its order.
-              if (cnt == 16) {
-                for (int64_t d = 0; d < D; d += 16) {
-                  const __m512 qv = _mm512_loadu_ps(q + d);
-                  for (int r = 0; r < 16; ++r)
-                    acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
-                }
-              } else {
-                for (int64_t d = 0; d < D; d += 16) {
-                  const __m512 qv = _mm512_loadu_ps(q + d);
-                  for (int r = 0; r < cnt; ++r)
-                    acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
-                }
-              }
-              _mm512_mask_storeu_ps(&sc[(t * G + h) * n_all + j0], tail(cnt), hsum16(acc));
-            }
-          }
-        }
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t h = 0; h < G; ++h) {
-            float* s = &sc[(t * G + h) * n_all];
-            inv[t * G + h] = softmax_weights(s, pos + t + 1);
-            std::memset(out + (t * H_ + g * G + h) * D, 0, D * sizeof(float));
-          }
-        // Σ_j p_j·v_j in j order per query: 4 accumulators per 64 dims, kept in
-        // `out` between key blocks (an fp32 store and load change no bits).
-        for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
-          prefetch_rows(Vv, j0 + kAhead * kKeys, n_all, D);
-          for (int64_t t = 0; t < T; ++t) {
-            const int64_t j1 = std::min<int64_t>(j0 + kKeys, pos + t + 1);
-            if (j1 <= j0) continue;
-            // The row's G heads together (3 at a time): their FMA chains interleave
-            // and share each V load.
-            for (int64_t h = 0; h < G; h += 3) {
-              const float* p = &sc[(t * G + h) * n_all];
-              float* o = out + (t * H_ + g * G + h) * D;
-              switch (std::min<int64_t>(3, G - h)) {
-                case 3: pv_block<3>(p, n_all, o, D, Vv, j0, j1); break;
-                case 2: pv_block<2>(p, n_all, o, D, Vv, j0, j1); break;
-                default: pv_block<1>(p, n_all, o, D, Vv, j0, j1); break;
-              }
-            }
-          }
-        }
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t h = 0; h < G; ++h) {
-            float* o = out + (t * H_ + g * G + h) * D;
-            const __m512 iv = _mm512_set1_ps(inv[t * G + h]);
-            for (int64_t d = 0; d < D; d += 16)
-              _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), iv));
-          }
-      }
+      thread_local std::vector<float> sc, inv;  // reused: a prefill tile's scores are G·16·pos floats
+      sc.resize(G * std::min(T, kRows) * (pos + T));
+      inv.resize(G * kRows);
+      for (int64_t g = g0; g < g1; ++g)
+        for (int64_t t0 = 0; t0 < T; t0 += kRows)
+          attend_tile(qkv, kc, vc, out, g, t0, std::min(T, t0 + kRows), pos, Lmax, sc.data(),
+                      inv.data());
     });
+  }
+
+  // attention() for KV head g and rows [t0, t1); sc holds (t1 - t0)·G rows of
+  // scores (stride pos + t1), inv their 1 / Σ weights.
+  void attend_tile(const float* qkv, const float* kc, const float* vc, float* out, int64_t g,
+                   int64_t t0, int64_t t1, int64_t pos, int64_t Lmax, float* sc,
+                   float* inv) const {
+    constexpr int64_t kKeys = 16;  // keys per block: 16 rows of K (or V), 4 KB at D = 64
+    constexpr int64_t kAhead = 2;  // blocks prefetched ahead (the cache streams from L3)
+    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_, n_all = pos + t1;
+    const float* K = kc + g * Lmax * D;
+    const float* Vv = vc + g * Lmax * D;
+    auto row = [&](int64_t t, int64_t h) { return sc + ((t - t0) * G + h) * n_all; };
+    for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
+      prefetch_rows(K, j0 + kAhead * kKeys, n_all, D);
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t cnt = std::min<int64_t>(kKeys, pos + t + 1 - j0);
+        if (cnt <= 0) continue;
+        for (int64_t h = 0; h < G; ++h) {
+          const float* q = qkv + t * nqkv + (g * G + h) * D;
+          const float* kb = K + j0 * D;
+          __m512 acc[16];
+          for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+          // d outer, keys inner: 16 independent FMA chains instead of one
+          // 4-deep chain per key (latency-bound); each key's sum keeps its order.
+          if (cnt == 16) {
+            for (int64_t d = 0; d < D; d += 16) {
+              const __m512 qv = _mm512_loadu_ps(q + d);
+              for (int r = 0; r < 16; ++r)
+                acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+            }
+          } else {
+            for (int64_t d = 0; d < D; d += 16) {
+              const __m512 qv = _mm512_loadu_ps(q + d);
+              for (int r = 0; r < cnt; ++r)
+                acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+            }
+          }
+          _mm512_mask_storeu_ps(row(t, h) + j0, tail(cnt), hsum16(acc));
+        }
+      }
+    }
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t h = 0; h < G; ++h) {
+        inv[(t - t0) * G + h] = softmax_weights(row(t, h), pos + t + 1);
+        std::memset(out + (t * H_ + g * G + h) * D, 0, D * sizeof(float));
+      }
+    // Σ_j p_j·v_j in j order per query: 4 accumulators per 64 dims, kept in
+    // `out` between key blocks (an fp32 store and load change no bits).
+    for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
+      prefetch_rows(Vv, j0 + kAhead * kKeys, n_all, D);
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t j1 = std::min<int64_t>(j0 + kKeys, pos + t + 1);
+        if (j1 <= j0) continue;
+        // The row's G heads together (3 at a time): their FMA chains interleave
+        // and share each V load.
+        for (int64_t h = 0; h < G; h += 3) {
+          float* o = out + (t * H_ + g * G + h) * D;
+          switch (std::min<int64_t>(3, G - h)) {
+            case 3: pv_block<3>(row(t, h), n_all, o, D, Vv, j0, j1); break;
+            case 2: pv_block<2>(row(t, h), n_all, o, D, Vv, j0, j1); break;
+            default: pv_block<1>(row(t, h), n_all, o, D, Vv, j0, j1); break;
+          }
+        }
+      }
+    }
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t h = 0; h < G; ++h) {
+        float* o = out + (t * H_ + g * G + h) * D;
+        const __m512 iv = _mm512_set1_ps(inv[(t - t0) * G + h]);
+        for (int64_t d = 0; d < D; d += 16)
+          _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), iv));
+      }
   }
 
   // Prefetch rows [j, min(j + 16, n)) of a (·, D) fp32 cache into L1.

@@ -165,6 +165,17 @@ def test_fused_verify_rows_equal_decode_steps(mod, path, context) -> None:
         assert torch.equal(llama.decode_step(m, c, t), rows[i])
 
 
+def test_fused_prefill_rows_equal_one_token_steps(mod, path) -> None:
+    # 40 rows in one call go through attention in tiles of 16 rows; each row
+    # must still be exactly what a one-token step computes.
+    m = llama.load(path, "int4", max_len=64)[0]
+    toks = torch.arange(300, 340)
+    many, _ = m.fused.forward(toks, m.new_cache().kv, 0, False, False)
+    c = m.new_cache()
+    for i, t in enumerate(toks.tolist()):
+        assert torch.equal(llama.decode_step(m, c, t), many[i]), i
+
+
 def test_no_kernels_keeps_the_per_op_path(path, monkeypatch) -> None:
     m = llama.load(path, "int4", max_len=64, kernels=False)[0]
     assert m.fused is None and m.kernel == "aten"
