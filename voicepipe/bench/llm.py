@@ -90,6 +90,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also the Qwen2.5-Coder 1.5B target / 0.5B draft pair (must be pulled)",
     )
     p.add_argument("--no-pair", action="store_true", help="skip the Qwen pair even if pulled")
+    p.add_argument(
+        "--pair-prompts",
+        type=int,
+        default=2,
+        help="prompts per set for the pair (default 2: the 1.5B decodes ~10x slower)",
+    )
+    p.add_argument(
+        "--pair-tokens",
+        type=int,
+        default=48,
+        help="tokens per generation for the pair (default 48)",
+    )
     p.add_argument("--no-drafters", action="store_true", help="model rows only")
     p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
     p.add_argument(
@@ -302,8 +314,8 @@ def run(args: argparse.Namespace) -> int:
         if args.pair or (pair_ready and not args.quick and not args.no_pair):
             # 1.5B decodes ~10x slower: fewer prompts and tokens keep the run bounded.
             tgt, drf = PAIR
-            n_pair = min(n, 48)
-            pair_sets = {s: p[:2] for s, p in PROMPTS.items()}
+            n_pair = args.pair_tokens
+            pair_sets = {s: p[: args.pair_prompts] for s, p in PROMPTS.items()}
             for name in PAIR:
                 out["models"].append(model_row(name, cfg.llm.weights, n_pair, 1))
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
