@@ -135,7 +135,7 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
             target = fork.target
     dec = SpeculativeDecoder(
         target, prop, engine.sampling, k=engine.k, adaptive=engine.adaptive,
-        k_max=engine.k_max, verify_cost=engine.verify_cost,
+        k_max=engine.k_max, verify_cost=engine.verify_cost, draft_cost=engine.draft_cost,
     )  # fmt: skip
     t0 = time.perf_counter()
     out: list[int] = []

@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from voicepipe.core import accept
+from voicepipe.core.cost_k import CostAwareK
 from voicepipe.nn.sampling import SamplingParams, draw, probs
 
 
@@ -208,6 +209,7 @@ class SpeculativeDecoder:
         k_max: int = 8,
         clock: Callable[[], int] = time.perf_counter_ns,
         verify_cost: float = 1.5,
+        draft_cost: float = 0.0,
     ) -> None:
         self.target = target
         self.proposer = proposer
@@ -215,6 +217,9 @@ class SpeculativeDecoder:
         self.rng = np.random.default_rng(self.sp.seed)
         self.k_init, self.adaptive, self.k_max = k, adaptive, k_max
         self.verify_cost = verify_cost  # AdaptiveK's pause threshold (see there)
+        # > 0: each drafted token costs this many target decodes (a draft model),
+        # and K is chosen by core.cost_k.CostAwareK instead of AdaptiveK.
+        self.draft_cost = draft_cost
         self.clock = clock
         self.metrics = SpecMetrics()
 
@@ -231,9 +236,13 @@ class SpeculativeDecoder:
     ) -> Iterator[list[int]]:
         """Yields the tokens each step emits (a stop token ends the stream, included)."""
         self.metrics = m = SpecMetrics()
-        ctl = AdaptiveK(
-            self.k_init, k_max=self.k_max, adaptive=self.adaptive, verify_cost=self.verify_cost
-        )
+        ctl: AdaptiveK | CostAwareK
+        if self.draft_cost > 0 and self.adaptive:
+            ctl = CostAwareK(self.draft_cost, k_max=self.k_max)
+        else:
+            ctl = AdaptiveK(
+                self.k_init, k_max=self.k_max, adaptive=self.adaptive, verify_cost=self.verify_cost
+            )
         if self.proposer is None or self.k_init <= 0:
             ctl.off_steps = 1 << 62
         clock = self.clock

@@ -1,0 +1,24 @@
+"""A GGUF draft model in the engine is priced per drafted token (core.cost_k)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_a_draft_as_costly_as_the_target_is_not_used_and_changes_nothing() -> None:
+    from voicepipe.nn.engine import load_engine
+
+    # The default model drafting for itself: every guess is right, but each costs
+    # a whole target step, so no K beats plain decoding and speculation pauses.
+    eng = load_engine("smollm2-135m", "int4", "smollm2-135m", max_len=256, draft_weights="int4")
+    assert eng.draft_cost == pytest.approx(1.0)
+    ids = eng.tokenizer.chat_ids([{"role": "user", "content": "Name a color."}])
+    stop = set(eng.tokenizer.stop_ids)
+    dec = eng.fork().decoder()
+    spec = [t for step in dec.generate(ids, 24, stop) for t in step]
+    drafted = dec.metrics.drafted
+    plain_eng = load_engine("smollm2-135m", "int4", "none", max_len=256)
+    plain = [t for step in plain_eng.decoder().generate(ids, 24, stop) for t in step]
+    assert spec == plain
+    # One probe pass, then a pause of CostAwareK's cooldown, and so on.
+    assert 0 < drafted <= 24 // 8 + 1
