@@ -123,7 +123,8 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
     same with or without a drafter, is left out) to the last; a draft model's
     own prefill of the prompt falls inside them.
     """
-    from voicepipe.core.spec import SpeculativeDecoder
+    from dataclasses import replace
+
     from voicepipe.nn.engine import ModelTarget
 
     target = ModelTarget(engine.model, len(ids) + n + 16)
@@ -133,10 +134,9 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
         prop = fork.proposer
         if engine.eagle is not None:
             target = fork.target
-    dec = SpeculativeDecoder(
-        target, prop, engine.sampling, k=engine.k, adaptive=engine.adaptive,
-        k_max=engine.k_max, verify_cost=engine.verify_cost, draft_cost=engine.draft_cost,
-    )  # fmt: skip
+    # The engine's own decoder on this target and proposer: every K setting as the
+    # LLM stage runs it (a hand-built copy here once missed the draft cost).
+    dec = replace(engine, target=target, proposer=prop).decoder()
     t0 = time.perf_counter()
     out: list[int] = []
     t_first = t0
