@@ -190,16 +190,8 @@ class Model {
   // state (T, dim) before the final norm when features is set (else empty).
   std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor kv,
                                                    int64_t pos, bool last_only, bool features) {
-    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == torch::kLong && tokens.is_contiguous(),
-                "tokens: contiguous (T,) int64");
-    const int64_t T = tokens.size(0), V = embed_.size(0), dim = dim_;
-    TORCH_CHECK(T > 0, "no tokens");
-    const int64_t* tk = tokens.data_ptr<int64_t>();
-    for (int64_t t = 0; t < T; ++t) TORCH_CHECK(tk[t] >= 0 && tk[t] < V, "token id out of range");
-    std::vector<float> x(T * dim);
-    const float* E = embed_.data_ptr<float>();
-    for (int64_t t = 0; t < T; ++t) std::memcpy(&x[t * dim], E + tk[t] * dim, dim * sizeof(float));
-    return run(x, T, kv, pos, last_only, features);
+    std::vector<float> x = embed_rows(tokens);
+    return run(x, tokens.size(0), kv, pos, last_only, features);
   }
 
   // The same from input vectors x (T, dim) instead of token ids: for drafts
@@ -215,9 +207,89 @@ class Model {
     return run(x, xin.size(0), kv, pos, last_only, features);
   }
 
+  // forward() that also writes every fed row's final-normed hidden state (what
+  // the head reads) into rows [pos, pos+T) of feats (max_len, dim): the
+  // features an EAGLE draft reads, without a tensor, a norm and a copy in Python.
+  torch::Tensor forward_into(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only,
+                             torch::Tensor feats) {
+    TORCH_CHECK(feats.scalar_type() == torch::kFloat && feats.is_contiguous() && feats.dim() == 2 &&
+                    feats.size(1) == dim_ && pos >= 0 && pos + tokens.numel() <= feats.size(0),
+                "feats must be a contiguous (max_len, dim) float32 tensor covering the rows fed");
+    std::vector<float> x = embed_rows(tokens);
+    return std::get<0>(
+        run(x, tokens.size(0), kv, pos, last_only, false, feats.data_ptr<float>() + pos * dim_));
+  }
+
+  // The input projection of an EAGLE draft run on this (one-layer) model: x = fc([f ; e]) + b.
+  void set_input_proj(std::vector<torch::Tensor> fc, torch::Tensor bias) {
+    fc_ = make_qw(fc);
+    TORCH_CHECK(fc_.k == 2 * dim_ && fc_.n == dim_, "fc must map 2·dim to dim");
+    TORCH_CHECK(bias.scalar_type() == torch::kFloat && bias.is_contiguous() && bias.numel() == dim_,
+                "fc bias must be (dim,) float32");
+    fc_bias_ = bias;
+  }
+
+  // One EAGLE draft step in one call: rows t read (f[t], embed[tokens[t]]) at
+  // positions [pos, pos+T). Returns the last row's output feature (the normed
+  // state the head reads, (dim,)), the head's argmax row and its softmax
+  // probability. Per drafted token this replaces ~10 torch ops and their
+  // tensors, which cost as much as the layer itself right after a target pass.
+  std::tuple<torch::Tensor, int64_t, double> eagle_step(torch::Tensor f, torch::Tensor tokens,
+                                                        torch::Tensor kv, int64_t pos) {
+    TORCH_CHECK(fc_.n > 0, "set_input_proj first");
+    TORCH_CHECK(f.scalar_type() == torch::kFloat && f.is_contiguous() && f.dim() == 2 &&
+                    f.size(1) == dim_ && f.size(0) == tokens.numel(),
+                "f must be a contiguous (T, dim) float32 tensor, one row per token");
+    const int64_t T = f.size(0), dim = dim_;
+    std::vector<float> e = embed_rows(tokens), fe(T * 2 * dim), x(T * dim), normed(T * dim);
+    const float* fp = f.data_ptr<float>();
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(&fe[t * 2 * dim], fp + t * dim, dim * sizeof(float));
+      std::memcpy(&fe[t * 2 * dim + dim], &e[t * dim], dim * sizeof(float));
+    }
+    matmul(fc_, fe.data(), x.data(), T, threads_);
+    const float* b = fc_bias_.data_ptr<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += b[i];
+    const torch::Tensor logits = std::get<0>(run(x, T, kv, pos, true, false, normed.data()));
+    const float* l = logits.data_ptr<float>();
+    const int64_t n = logits.size(1);
+    int64_t best = 0;
+    for (int64_t j = 1; j < n; ++j)
+      if (l[j] > l[best]) best = j;
+    // The argmax's softmax probability: 1 / Σ exp(l - max).
+    const __m512 mx = _mm512_set1_ps(l[best]);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = tail(n - j);
+      const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(mx, k, l + j), mx));
+      acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(k, e));
+    }
+    auto h = torch::empty({dim}, torch::kFloat);
+    std::memcpy(h.data_ptr<float>(), &normed[(T - 1) * dim], dim * sizeof(float));
+    return {h, best, 1.0 / (double)_mm512_reduce_add_ps(acc)};
+  }
+
  private:
+  // Embedding rows (T, dim) of token ids (T,).
+  std::vector<float> embed_rows(const torch::Tensor& tokens) const {
+    TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == torch::kLong && tokens.is_contiguous(),
+                "tokens: contiguous (T,) int64");
+    const int64_t T = tokens.size(0), V = embed_.size(0), dim = dim_;
+    TORCH_CHECK(T > 0, "no tokens");
+    const int64_t* tk = tokens.data_ptr<int64_t>();
+    for (int64_t t = 0; t < T; ++t) TORCH_CHECK(tk[t] >= 0 && tk[t] < V, "token id out of range");
+    std::vector<float> x(T * dim);
+    const float* E = embed_.data_ptr<float>();
+    for (int64_t t = 0; t < T; ++t) std::memcpy(&x[t * dim], E + tk[t] * dim, dim * sizeof(float));
+    return x;
+  }
+
+  // normed_out (T, dim), when given, receives every row's final-normed state,
+  // and the head reads its rows from there (the same values as without it).
   std::tuple<torch::Tensor, torch::Tensor> run(std::vector<float>& x, int64_t T, torch::Tensor kv,
-                                               int64_t pos, bool last_only, bool features) {
+                                               int64_t pos, bool last_only, bool features,
+                                               float* normed_out = nullptr) {
     TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
                     kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
                     kv.size(2) == Hkv_ && kv.size(4) == D_,
@@ -261,9 +333,15 @@ class Model {
     }
     const int64_t first = last_only ? T - 1 : 0, rows = T - first;
     const float* nw = norm_.data_ptr<float>();
-    for (int64_t t = 0; t < rows; ++t) rms_norm(&x[(first + t) * dim], nw, &h[t * dim], dim, eps_);
+    const float* head_in = h.data();
+    if (normed_out != nullptr) {
+      for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], nw, normed_out + t * dim, dim, eps_);
+      head_in = normed_out + first * dim;
+    } else {
+      for (int64_t t = 0; t < rows; ++t) rms_norm(&x[(first + t) * dim], nw, &h[t * dim], dim, eps_);
+    }
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
-    matmul(head_, h.data(), logits.data_ptr<float>(), rows, threads_);
+    matmul(head_, head_in, logits.data_ptr<float>(), rows, threads_);
     return {logits, feats};
   }
 
@@ -470,6 +548,8 @@ class Model {
   torch::Tensor embed_, norm_, cos_, sin_;
   std::vector<Layer> layers_;
   QW head_;
+  QW fc_;  // an EAGLE draft's input projection (set_input_proj), else empty
+  torch::Tensor fc_bias_;
 };
 
 }  // namespace
@@ -496,6 +576,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("forward", &Model::forward, "logits (and hidden states) of tokens fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>())
       .def_readwrite("threads", &Model::threads_, "threads of a step (default 1)")
+      .def("forward_into", &Model::forward_into,
+           "forward() writing the fed rows' final-normed hidden states into feats[pos:pos+T]",
+           pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
+      .def("eagle_step", &Model::eagle_step,
+           "one EAGLE draft step: (output feature, argmax row, its probability)",
+           pybind11::call_guard<pybind11::gil_scoped_release>())
       .def("forward_embeds", &Model::forward_embeds,
            "logits (and hidden states) of input vectors (T, dim) fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>());

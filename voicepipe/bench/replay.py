@@ -76,14 +76,14 @@ def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
     target.prefill(ids)
     cache = runner.new_cache(64)
     dim = eng.model.args.dim
-    h, e = torch.zeros(1, dim), eng.model.embed[ids[-1]].float()[None]
+    h = torch.zeros(1, dim)
     base = target.cache.length
     best_t = best_d = float("inf")
     for _ in range(n):
         t0 = time.perf_counter()
         llama.verify(eng.model, target.cache, [ids[-1]])
         t1 = time.perf_counter()
-        runner.step(cache, h, e, 0)
+        runner.step(cache, h, ids[-1:], 0)
         t2 = time.perf_counter()
         target.cache.rollback(base)
         cache.rollback(0)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -37,34 +36,13 @@ class FeatureTarget(ModelTarget):
     """A ModelTarget that keeps the target's feature at every cached position.
 
     The feature is the last hidden state after the final norm (what the LM head
-    reads). The model hands out the pre-norm state (``keep_features``), on the
-    per-op and the fused path alike; the norm is applied here. Logits are
-    untouched, so greedy verification stays exact.
+    reads), written by the model's forward into ``feats`` (on the fused path by
+    the kernel itself). Logits are untouched, so greedy verification stays exact.
     """
 
     def __init__(self, model: llama.Transformer, max_len: int | None = None) -> None:
         super().__init__(model, max_len)
-        self.keep_features = True
         self.feats = torch.zeros(self.cache.max_len, model.args.dim)  # (Tmax, dim) fp32
-
-    def prefill(self, tokens: list[int]) -> np.ndarray:
-        logits = super().prefill(tokens)
-        assert self.features is not None
-        self._keep(len(self.fed) - self.features.shape[0])
-        return logits
-
-    def score(self, tokens: list[int]):  # noqa: ANN201 (Scores)
-        base = self.cache.length
-        s = super().score(tokens)
-        self._keep(base)
-        return s
-
-    def _keep(self, base: int) -> None:
-        f = self.features
-        assert f is not None
-        a = self.model.args
-        norm = F.rms_norm(f.float(), (a.dim,), self.model.norm.float(), a.norm_eps)
-        self.feats[base : base + f.shape[0]] = norm
 
 
 class PerOpDraft:
@@ -85,15 +63,18 @@ class PerOpDraft:
         rows = model.embed[draft.vocab].float()  # (Vr, dim)
         self.head = Linear(rows, None, fmt if fmt in ("fp32", "bf16", "int8") else "int8")
         self.head_dt = model.dtype  # the activation dtype of that format
+        self.emb = model.embed  # (V, dim) the target's input embedding
 
     def new_cache(self, max_len: int) -> KVCache:
         return self.draft.new_cache(max_len)
 
     def step(
-        self, cache: KVCache, f: torch.Tensor, e: torch.Tensor, pos: int
+        self, cache: KVCache, f: torch.Tensor, tokens: list[int], pos: int
     ) -> tuple[torch.Tensor, int, float]:
-        """Feed rows (T, dim) at pos; the last row's predicted feature (dim,), argmax row
-        and that row's probability under the draft (how sure it is)."""
+        """Feed rows t = (f[t], embedding of tokens[t]) at pos; the last row's predicted
+        feature (dim,), argmax row and that row's probability under the draft (how
+        sure it is)."""
+        e = self.emb[torch.as_tensor(tokens)].float()
         h = self.draft(f[None], e[None], cache, pos)[0, -1]
         return (h, *_top(self.head.fn(h[None].to(self.head_dt))[0].float()))
 
@@ -102,12 +83,12 @@ class FusedDraft:
     """The same step as ``PerOpDraft`` in one call of the fused C++ forward (kernels/llama_step).
 
     The draft's decoder layer is a llama layer, so it runs as a one-layer model
-    on the target's kernel through ``forward_embeds``: the input is fc([f ; e])
-    and the model's final norm and head are the draft's norm and the reduced
-    head. Per drafted token this is two kernel calls (fc, then the layer + head)
-    and a norm instead of ~25 torch ops: ~1 ms right after a target step, whose
-    ~70 MB of weights evict the draft's from the caches, so its cost is the bytes
-    it reads (int4 layer + head + int8 fc ≈ 4.7 MB). Formats follow the target:
+    on the target's kernel: the input is fc([f ; e]) and the model's final norm
+    and head are the draft's norm and the reduced head. Per drafted token this
+    is one kernel call (``eagle_step``: fc, layer, norm, head, argmax and its
+    probability) instead of ~25 torch ops. Right after a target step, whose
+    ~70 MB of weights evict the draft's from the caches, its cost is mostly the
+    bytes it reads (int4 layer + head + int8 fc ≈ 4.7 MB). Formats follow the target:
     the head rows are packed like the target's own head (int4 = the GGUF's Q4_1
     grid, reproduced exactly by pack_q4; else int8).
     """
@@ -144,30 +125,32 @@ class FusedDraft:
         self.fc = mat(fc_w, fc_weights) if fc_weights != "fp32" else None
         self.fc_w = fc_w.contiguous()
         self.fc_b = draft.fc.bias.detach().float().contiguous()
-        self.gemm = mod.gemm
+        self.emb = model.embed.float().contiguous()  # shared with the target, not copied
         self.norm = draft.norm.detach().float().contiguous()
         tab = draft.freqs(0, model.max_len)[:, 0]  # (Tmax, D/2) complex rotations
         empty = torch.empty(0)
         norms = [ly.attn_norm.detach().float().contiguous(),
                  ly.ffn_norm.detach().float().contiguous(), empty]  # fmt: skip
         self.model = mod.Model(
-            a.n_head, a.n_kv_head, a.head_dim, float(a.norm_eps),
-            model.embed.float().contiguous(),  # unused by forward_embeds (shared, not copied)
+            a.n_head, a.n_kv_head, a.head_dim, float(a.norm_eps), self.emb,
             self.norm, tab.real.contiguous(), tab.imag.contiguous(), [norms], [mats], head,
         )  # fmt: skip
+        if self.fc is not None:  # the whole step in one kernel call (eagle_step)
+            self.model.set_input_proj(self.fc, self.fc_b)
 
     def new_cache(self, max_len: int) -> KVCache:
         a = self.args
         return KVCache(1, a.n_kv_head, max_len, a.head_dim, torch.float32)
 
     def step(
-        self, cache: KVCache, f: torch.Tensor, e: torch.Tensor, pos: int
+        self, cache: KVCache, f: torch.Tensor, tokens: list[int], pos: int
     ) -> tuple[torch.Tensor, int, float]:
-        fe = torch.cat([f, e], dim=-1)  # (T, 2·dim)
-        if self.fc is None:
-            x = F.linear(fe, self.fc_w, self.fc_b)
-        else:
-            x = self.gemm(fe, self.fc).add_(self.fc_b)  # (T, dim)
+        t = torch.tensor(tokens, dtype=torch.long)
+        if self.fc is not None:
+            h, row, conf = self.model.eagle_step(f.contiguous(), t, cache.kv, pos)
+            cache.advance(pos + len(tokens))
+            return h, row, conf
+        x = F.linear(torch.cat([f, self.emb[t]], dim=-1), self.fc_w, self.fc_b)  # fp32 fc
         logits, h = self.model.forward_embeds(x, cache.kv, pos, True, True)
         cache.advance(pos + x.shape[0])
         a = self.args
@@ -219,7 +202,6 @@ class EagleProposer:
             raise DraftError("draft vocabulary has ids beyond the target's vocabulary")
         self.name = name or "eagle"
         self.t = target
-        self.emb = target.model.embed  # (V, dim) the target's input embedding, frozen
         self.runner = runner
         self.cache = runner.new_cache(target.max_len)
         self.vocab = runner.vocab
@@ -244,8 +226,7 @@ class EagleProposer:
         c = min(max(0, same - 1), self.cache.length, n - 1)
         self.cache.rollback(c)
         f = self.t.feats[c:n]  # (T, dim)
-        e = self.emb[torch.as_tensor(context[c + 1 : n + 1])].float()  # (T, dim)
-        h, row, conf = self.runner.step(self.cache, f, e, c)  # h ≈ the target's feature at n
+        h, row, conf = self.runner.step(self.cache, f, context[c + 1 : n + 1], c)  # h ≈ feature n
         self.ctx = list(context)
         tokens = [self.vocab[row]]
         self.confs = [conf]
@@ -253,9 +234,7 @@ class EagleProposer:
         for i in range(k - 1):
             if path < self.min_path:  # the next guess would rarely survive verification
                 break
-            h, row, conf = self.runner.step(
-                self.cache, h[None], self.emb[tokens[-1]].float()[None], n + i
-            )
+            h, row, conf = self.runner.step(self.cache, h[None], tokens[-1:], n + i)
             tokens.append(self.vocab[row])
             self.confs.append(conf)
             path *= conf

@@ -38,10 +38,9 @@ class ModelTarget:
         self.model = model
         self.cache = model.new_cache(max_len)
         self.fed: list[int] = []  # tokens whose keys/values the cache holds
-        # Set keep_features for drafters that read the target's hidden states (EAGLE
-        # style): features then holds the last hidden state (T, dim) of the last call.
-        self.keep_features = False
-        self.features: torch.Tensor | None = None
+        # For drafters that read the target's hidden states (EAGLE style): a
+        # (max_len, dim) buffer whose row i is position i's state after the final norm.
+        self.feats: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -56,16 +55,12 @@ class ModelTarget:
         if n == len(tokens):  # need at least one fed token for its logits
             n -= 1
         self.rollback(n)
-        feats: list[torch.Tensor] | None = [] if self.keep_features else None
-        logits = llama.prefill(self.model, self.cache, tokens[n:], feats)
-        self.features = feats[0] if feats else None
+        logits = llama.prefill(self.model, self.cache, tokens[n:], self.feats)
         self.fed = list(tokens)
         return logits.numpy()
 
     def score(self, tokens: list[int]) -> Scores:
-        feats: list[torch.Tensor] | None = [] if self.keep_features else None
-        logits = llama.verify(self.model, self.cache, tokens, feats)
-        self.features = feats[0] if feats else None
+        logits = llama.verify(self.model, self.cache, tokens, self.feats)
         self.fed += tokens
         return Scores(logits.numpy())
 

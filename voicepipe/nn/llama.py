@@ -150,23 +150,26 @@ def forward(
     pos: int,
     last_only: bool = False,
     rowwise: bool = False,
-    features: list[torch.Tensor] | None = None,
+    feats: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Feed tokens (T,) at positions [pos, pos+T); returns fp32 logits (T, V) or (1, V).
 
     rowwise: attend one query row at a time, so every row is bit-identical to a
     one-token decode at its position (CPU attention kernels are not batch-invariant).
+    feats: a (max_len, dim) fp32 buffer whose rows [pos, pos+T) receive the fed
+    rows' last hidden states after the final norm (what the head reads), e.g.
+    for an EAGLE-style draft.
     """
     T = tokens.shape[0]
     if m.fused is not None:  # always row-wise, so every row is bit-identical to a decode step
         if pos + T > cache.max_len:
             raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
-        logits, feats = m.fused.forward(
-            tokens.contiguous(), cache.kv, pos, last_only, features is not None
-        )
+        t = tokens.contiguous()
+        if feats is None:
+            logits = m.fused.forward(t, cache.kv, pos, last_only, False)[0]
+        else:  # the kernel writes the normed rows itself: no tensor, norm or copy here
+            logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats)
         cache.advance(pos + T)
-        if features is not None:
-            features.append(feats)
         return logits
     a = m.args
     H, Hkv, D, dim = a.n_head, a.n_kv_head, a.head_dim, a.dim
@@ -199,8 +202,10 @@ def forward(
         f = a.ffn_dim
         x = x + ly.w2.fn(F.silu(gu[:, :f]) * gu[:, f:])
     cache.advance(end)
-    if features is not None:  # last hidden state (pre-norm), e.g. for an EAGLE-style draft
-        features.append(x)  # (T, dim)
+    if feats is not None:  # every row normed, as the head reads them
+        x = F.rms_norm(x, (dim,), m.norm, eps)
+        feats[pos:end] = x.float()
+        return m.output.fn(x[-1:] if last_only else x).float()
     if last_only:
         x = x[-1:]
     x = F.rms_norm(x, (dim,), m.norm, eps)
@@ -211,11 +216,11 @@ def prefill(
     m: Transformer,
     cache: KVCache,
     tokens: list[int] | torch.Tensor,
-    features: list[torch.Tensor] | None = None,
+    feats: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Feed a prompt after whatever the cache holds; logits (V,) of its last token."""
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, last_only=True, features=features)[0]
+    return forward(m, cache, t, cache.length, last_only=True, feats=feats)[0]
 
 
 def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:
@@ -227,7 +232,7 @@ def verify(
     m: Transformer,
     cache: KVCache,
     tokens: list[int] | torch.Tensor,
-    features: list[torch.Tensor] | None = None,
+    feats: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V).
 
@@ -236,4 +241,4 @@ def verify(
     to ``decode_step``, so greedy speculation is token-identical to greedy decoding.
     """
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, rowwise=True, features=features)
+    return forward(m, cache, t, cache.length, rowwise=True, feats=feats)
