@@ -14,7 +14,7 @@
 // at a time), so verifying K+1 positions gives bit-identical logits to K+1
 // single decode steps, and greedy speculative decoding stays token-identical.
 //
-// Layouts (checked): activations fp32; matrices as make_qw documents; Q/K rows
+// Layouts (checked): activations fp32; matrices as make_qw (matrix.h) documents; Q/K rows
 // in interleaved-RoPE order (pairs 2i, 2i+1); the KV cache one fp32 tensor
 // (n_layer, 2, n_kv_head, max_len, head_dim), shared with the reference path.
 #include <ATen/Parallel.h>
@@ -26,119 +26,16 @@
 #include <tuple>
 #include <vector>
 
-#include "../q8gemm/q8gemm.h"
+#include "matrix.h"
+#include "ops.h"
 #include "simd.h"
-#ifdef __AVX512VNNI__
-#include "q4a8.h"
-#include "q8a8.h"
-constexpr bool kVnni = true;
-#else
-constexpr bool kVnni = false;
-#endif
 
 namespace {
 
+using namespace step;
 using simd::exp16;
 using simd::hsum16;
 using simd::tail;
-
-struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [nibbles, d, m]
-  std::vector<torch::Tensor> keep;
-  bool q4 = false;
-  const int8_t* wp = nullptr;
-  const float* sp = nullptr;
-  int64_t n = 0, k = 0;
-#ifdef __AVX512VNNI__
-  q4a8::W w4{};
-#endif
-};
-
-QW make_qw(const std::vector<torch::Tensor>& parts) {
-  QW q;
-  q.keep = parts;
-  if (parts.size() == 2) {
-    const auto &w = parts[0], &s = parts[1];
-    TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kChar && w.is_contiguous(),
-                "int8 weights must be contiguous (out, in) int8");
-    TORCH_CHECK(s.scalar_type() == torch::kFloat && s.is_contiguous() && s.numel() == w.size(0),
-                "int8 scales must be (out,) float32");
-    TORCH_CHECK(w.size(1) % 32 == 0, "in_features must be a multiple of 32");
-    q.wp = w.data_ptr<int8_t>();
-    q.sp = s.data_ptr<float>();
-    q.n = w.size(0);
-    q.k = w.size(1);
-    return q;
-  }
-  TORCH_CHECK(parts.size() == 3, "a matrix is [w, scale] (int8) or [nibbles, d, m] (q4)");
-#ifdef __AVX512VNNI__
-  const auto &p = parts[0], &d = parts[1], &m = parts[2];
-  TORCH_CHECK(d.scalar_type() == torch::kFloat && d.is_contiguous() && d.dim() == 2,
-              "q4 scales must be contiguous (out, in/32) float32");
-  q.n = d.size(0);
-  q.k = 32 * d.size(1);
-  const int64_t G = (q.n + 15) / 16, nb = d.size(1);
-  TORCH_CHECK(p.scalar_type() == torch::kByte && p.is_contiguous() && p.dim() == 3 &&
-                  p.size(0) == G && p.size(1) == nb && p.size(2) == 256,
-              "q4 nibbles must be contiguous (ceil(out/16), in/32, 256) uint8");
-  TORCH_CHECK(m.scalar_type() == torch::kHalf && m.is_contiguous() && m.dim() == 3 &&
-                  m.size(0) == G && m.size(1) == nb && m.size(2) == 16,
-              "q4 mins must be contiguous (ceil(out/16), in/32, 16) float16");
-  q.q4 = true;
-  q.w4 = q4a8::view(p.data_ptr<uint8_t>(), d.data_ptr<float>(),
-                    (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k);
-  return q;
-#else
-  TORCH_CHECK(false, "q4 matrices need AVX512-VNNI");
-#endif
-}
-
-// f(0, n) on this thread, or split over torch's intra-op threads when threads > 1.
-template <class F>
-void par(int threads, int64_t n, int64_t grain, const F& f) {
-  if (threads <= 1 || n <= grain) {
-    f(0, n);
-    return;
-  }
-  at::parallel_for(0, n, grain, f);
-}
-
-// y (M, n) = x (M, k) · Wᵀ, parallel over output rows: int8 activations on
-// VNNI (q8a8.h, q4a8.h) where the CPU has it, else fp32 activations (q8gemm.h).
-void matmul(const QW& q, const float* x, float* y, int64_t M, int threads) {
-#ifdef __AVX512VNNI__
-  if (q.q4) {
-    thread_local q4a8::Act act;  // reused: no allocation per matrix
-    q4a8::quantize(x, M, q.k, act);
-    const q4a8::Act& a = act;
-    par(threads, q.w4.G, 1, [&](int64_t g0, int64_t g1) {
-      q4a8::gemm_groups(a, q.w4, y, g0, g1);
-    });
-    return;
-  }
-  if (q.k % q8a8::kChunk == 0) {
-    thread_local q8a8::Act act;
-    q8a8::quantize(x, M, q.k, act);
-    const q8a8::Act& a = act;
-    par(threads, q.n, 16, [&](int64_t n0, int64_t n1) {
-      q8a8::gemm_range(a, q.wp, q.sp, y, q.n, n0, n1);
-    });
-    return;
-  }
-#endif
-  par(threads, q.n, 16, [&](int64_t n0, int64_t n1) {
-    q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, n0, n1);
-  });
-}
-
-void rms_norm(const float* x, const float* w, float* y, int64_t dim, float eps) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < dim; i += 16) {
-    __m512 v = _mm512_maskz_loadu_ps(tail(dim - i), x + i);
-    acc = _mm512_fmadd_ps(v, v, acc);
-  }
-  const float r = 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / (float)dim + eps);
-  for (int64_t i = 0; i < dim; ++i) y[i] = x[i] * r * w[i];
-}
 
 struct Layer {
   torch::Tensor attn_norm, ffn_norm, bqkv;
@@ -470,70 +367,6 @@ class Model {
           _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), iv));
       }
   }
-
-  // Prefetch rows [j, min(j + 16, n)) of a (·, D) fp32 cache into L1.
-  static void prefetch_rows(const float* base, int64_t j, int64_t n, int64_t D) {
-    const char* a = (const char*)(base + j * D);
-    const char* b = (const char*)(base + std::min<int64_t>(j + 16, n) * D);
-    for (; a < b; a += 64) _mm_prefetch(a, _MM_HINT_T0);
-  }
-
-  // o_q += Σ_{j0 ≤ j < j1} p_q[j]·V[j] for NQ queries (weights p + q·stride,
-  // outputs o + q·D), 4 accumulators per 64 dims per query, j in order.
-  template <int NQ>
-  static void pv_block(const float* p, int64_t stride, float* o, int64_t D, const float* V,
-                       int64_t j0, int64_t j1) {
-    for (int64_t d = 0; d < D; d += 64) {
-      __m512 a[NQ][4];
-      for (int q = 0; q < NQ; ++q)
-        for (int c = 0; c < 4; ++c) a[q][c] = _mm512_loadu_ps(o + q * D + d + 16 * c);
-      for (int64_t j = j0; j < j1; ++j) {
-        const float* vr = V + j * D + d;
-        const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16),
-                     v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
-        for (int q = 0; q < NQ; ++q) {
-          const __m512 pj = _mm512_set1_ps(p[q * stride + j]);
-          a[q][0] = _mm512_fmadd_ps(pj, v0, a[q][0]);
-          a[q][1] = _mm512_fmadd_ps(pj, v1, a[q][1]);
-          a[q][2] = _mm512_fmadd_ps(pj, v2, a[q][2]);
-          a[q][3] = _mm512_fmadd_ps(pj, v3, a[q][3]);
-        }
-      }
-      for (int q = 0; q < NQ; ++q)
-        for (int c = 0; c < 4; ++c) _mm512_storeu_ps(o + q * D + d + 16 * c, a[q][c]);
-    }
-  }
-
-  // Scores s[0, n) → unnormalized softmax weights exp(s - max), in place;
-  // returns 1 / Σ weights.
-  static float softmax_weights(float* s, int64_t n) {
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int64_t j = 0; j < n; j += 16)
-      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, tail(n - j), s + j));
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = tail(n - j);
-      __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), m));
-      e = _mm512_maskz_mov_ps(k, e);
-      _mm512_mask_storeu_ps(s + j, k, e);
-      sum = _mm512_add_ps(sum, e);
-    }
-    return 1.0f / _mm512_reduce_add_ps(sum);
-  }
-
-  // act = silu(gate) * up for one row of gu = [gate ‖ up].
-  static void silu_mul(const float* gu, float* act, int64_t ffn) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (int64_t i = 0; i < ffn; i += 16) {
-      const __mmask16 k = tail(ffn - i);
-      const __m512 g = _mm512_maskz_loadu_ps(k, gu + i);
-      const __m512 u = _mm512_maskz_loadu_ps(k, gu + ffn + i);
-      const __m512 sg = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
-      _mm512_mask_storeu_ps(act + i, k, _mm512_mul_ps(sg, u));
-    }
-  }
-
 
  public:
   // One thread by default: decode is memory-bound, and with the other core busy

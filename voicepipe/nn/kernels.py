@@ -65,5 +65,12 @@ def llama_step() -> ModuleType | None:
     return build(
         "llama_step",
         "llama_step/llama_step.cpp",
-        ("q8gemm/q8gemm.h", "llama_step/q8a8.h", "llama_step/q4a8.h", "llama_step/simd.h"),
+        (
+            "q8gemm/q8gemm.h",
+            "llama_step/q8a8.h",
+            "llama_step/q4a8.h",
+            "llama_step/simd.h",
+            "llama_step/matrix.h",
+            "llama_step/ops.h",
+        ),
     )
