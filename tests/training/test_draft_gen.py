@@ -37,5 +37,6 @@ def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
     ft = FeatureTarget(m, 512)
     ft.prefill(toks[:-1])
     ref = ft.feats[: len(toks) - 1].half()
-    # Prefill and one-token steps run the same batch-invariant rows: equal after fp16.
-    assert torch.allclose(s["feats"].float(), ref.float(), rtol=1e-3, atol=1e-3)
+    # Prefill and one-token steps run the same batch-invariant rows, and the kernel
+    # norms them in both: the same bits.
+    assert torch.equal(s["feats"], ref)
