@@ -55,16 +55,17 @@ class CostAwareK:
             out.append(self.a[i] if self.seen[i] or i == 0 else out[-1])
         return out
 
-    def rate(self, k: int) -> float:
+    def rate(self, k: int, est: list[float] | None = None) -> float:
         """Expected tokens per one-row decode of a pass that drafts k tokens."""
         tokens, reach = 1.0, 1.0
-        for a in self.estimates()[:k]:
+        for a in (est or self.estimates())[:k]:
             reach *= a
             tokens += reach
         return tokens / (1.0 + k * (self.row_cost + self.draft_cost))
 
     def best_k(self) -> int:
-        return max(range(1, self.k_max + 1), key=lambda k: (self.rate(k), -k))
+        est = self.estimates()  # once per choice, not once per candidate K
+        return max(range(1, self.k_max + 1), key=lambda k: (self.rate(k, est), -k))
 
     def next_k(self) -> int:
         if self.off_steps > 0:
