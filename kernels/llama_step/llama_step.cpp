@@ -83,25 +83,10 @@ class Model {
   }
 
   // Feed tokens (T,) at positions [pos, pos+T); write their keys/values into kv.
-  // Returns fp32 logits (T, V) or (1, V) with last_only, and the last hidden
-  // state (T, dim) before the final norm when features is set (else empty).
-  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor tokens, torch::Tensor kv,
-                                                   int64_t pos, bool last_only, bool features) {
+  // Returns fp32 logits (T, V), or (1, V) with last_only.
+  torch::Tensor forward(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only) {
     std::vector<float> x = embed_rows(tokens);
-    return run(x, tokens.size(0), kv, pos, last_only, features);
-  }
-
-  // The same from input vectors x (T, dim) instead of token ids: for drafts
-  // whose layers read a projection of features rather than an embedding.
-  std::tuple<torch::Tensor, torch::Tensor> forward_embeds(torch::Tensor xin, torch::Tensor kv,
-                                                          int64_t pos, bool last_only,
-                                                          bool features) {
-    TORCH_CHECK(xin.dim() == 2 && xin.size(1) == dim_ && xin.size(0) > 0 &&
-                    xin.scalar_type() == torch::kFloat && xin.is_contiguous(),
-                "x must be a contiguous (T, dim) float32 tensor");
-    const float* p = xin.data_ptr<float>();
-    std::vector<float> x(p, p + xin.numel());
-    return run(x, xin.size(0), kv, pos, last_only, features);
+    return run(x, tokens.size(0), kv, pos, last_only);
   }
 
   // forward() that also writes every fed row's final-normed hidden state (what
@@ -113,8 +98,7 @@ class Model {
                     feats.size(1) == dim_ && pos >= 0 && pos + tokens.numel() <= feats.size(0),
                 "feats must be a contiguous (max_len, dim) float32 tensor covering the rows fed");
     std::vector<float> x = embed_rows(tokens);
-    return std::get<0>(
-        run(x, tokens.size(0), kv, pos, last_only, false, feats.data_ptr<float>() + pos * dim_));
+    return run(x, tokens.size(0), kv, pos, last_only, feats.data_ptr<float>() + pos * dim_);
   }
 
   // The input projection of an EAGLE draft run on this (one-layer) model: x = fc([f ; e]) + b.
@@ -148,7 +132,7 @@ class Model {
     const float* b = fc_bias_.data_ptr<float>();
     for (int64_t t = 0; t < T; ++t)
       for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += b[i];
-    const torch::Tensor logits = std::get<0>(run(x, T, kv, pos, true, false, normed.data()));
+    const torch::Tensor logits = run(x, T, kv, pos, true, normed.data());
     const float* l = logits.data_ptr<float>();
     const int64_t n = logits.size(1);
     int64_t best = 0;
@@ -184,9 +168,8 @@ class Model {
 
   // normed_out (T, dim), when given, receives every row's final-normed state,
   // and the head reads its rows from there (the same values as without it).
-  std::tuple<torch::Tensor, torch::Tensor> run(std::vector<float>& x, int64_t T, torch::Tensor kv,
-                                               int64_t pos, bool last_only, bool features,
-                                               float* normed_out = nullptr) {
+  torch::Tensor run(std::vector<float>& x, int64_t T, torch::Tensor kv, int64_t pos,
+                    bool last_only, float* normed_out = nullptr) {
     TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
                     kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
                     kv.size(2) == Hkv_ && kv.size(4) == D_,
@@ -223,11 +206,6 @@ class Model {
       for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
     }
 
-    torch::Tensor feats;
-    if (features) {
-      feats = torch::empty({T, dim}, torch::kFloat);
-      std::memcpy(feats.data_ptr<float>(), x.data(), T * dim * sizeof(float));
-    }
     const int64_t first = last_only ? T - 1 : 0, rows = T - first;
     const float* nw = norm_.data_ptr<float>();
     const float* head_in = h.data();
@@ -239,7 +217,7 @@ class Model {
     }
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
     matmul(head_, head_in, logits.data_ptr<float>(), rows, threads_);
-    return {logits, feats};
+    return logits;
   }
 
   // Rotate the Q and K heads of every row (interleaved pairs), scale Q by
@@ -406,7 +384,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           torch::Tensor, torch::Tensor, std::vector<std::vector<torch::Tensor>>,
                           std::vector<std::vector<std::vector<torch::Tensor>>>,
                           std::vector<torch::Tensor>>())
-      .def("forward", &Model::forward, "logits (and hidden states) of tokens fed at pos",
+      .def("forward", &Model::forward, "logits of tokens fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>())
       .def_readwrite("threads", &Model::threads_, "threads of a step (default 1)")
       .def("forward_into", &Model::forward_into,
@@ -415,8 +393,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
       .def("eagle_step", &Model::eagle_step,
            "one EAGLE draft step: (output feature, argmax row, its probability)",
-           pybind11::call_guard<pybind11::gil_scoped_release>())
-      .def("forward_embeds", &Model::forward_embeds,
-           "logits (and hidden states) of input vectors (T, dim) fed at pos",
            pybind11::call_guard<pybind11::gil_scoped_release>());
 }

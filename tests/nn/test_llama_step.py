@@ -170,7 +170,7 @@ def test_fused_prefill_rows_equal_one_token_steps(mod, path) -> None:
     # must still be exactly what a one-token step computes.
     m = llama.load(path, "int4", max_len=64)[0]
     toks = torch.arange(300, 340)
-    many, _ = m.fused.forward(toks, m.new_cache().kv, 0, False, False)
+    many = m.fused.forward(toks, m.new_cache().kv, 0, False)
     c = m.new_cache()
     for i, t in enumerate(toks.tolist()):
         assert torch.equal(llama.decode_step(m, c, t), many[i]), i
@@ -182,19 +182,21 @@ def test_no_kernels_keeps_the_per_op_path(path, monkeypatch) -> None:
     assert fused.build_for(m) is None
 
 
-def test_forward_embeds_equals_forward_on_the_embedding_rows(mod, path) -> None:
+def test_forward_into_changes_no_logit_and_fills_only_the_fed_rows(mod, path) -> None:
     m = llama.load(path, "int4", max_len=64)[0]
     toks = torch.tensor([5, 6, 7])
-    a, fa = m.fused.forward(toks, m.new_cache().kv, 0, False, True)
-    b, fb = m.fused.forward_embeds(m.embed[toks].contiguous(), m.new_cache().kv, 0, False, True)
-    assert torch.equal(a, b) and torch.equal(fa, fb)
+    a = m.fused.forward(toks, m.new_cache().kv, 0, False)
+    feats = torch.zeros(64, m.args.dim)
+    b = m.fused.forward_into(toks, m.new_cache().kv, 0, False, feats)
+    assert torch.equal(a, b)
+    assert bool(feats[:3].abs().sum(-1).gt(0).all()) and not feats[3:].any()
 
 
 def test_two_threads_compute_the_same_bits(mod, path) -> None:
     m = llama.load(path, "int4", max_len=64)[0]
     assert m.fused.threads == 1  # the default (see kernels/llama_step: threads_)
     toks = torch.tensor([5, 6, 7, 8])
-    one, _ = m.fused.forward(toks, m.new_cache().kv, 0, False, False)
+    one = m.fused.forward(toks, m.new_cache().kv, 0, False)
     m.fused.threads = 2
-    two, _ = m.fused.forward(toks, m.new_cache().kv, 0, False, False)
+    two = m.fused.forward(toks, m.new_cache().kv, 0, False)
     assert torch.equal(one, two)  # each output row is one thread's, computed the same way

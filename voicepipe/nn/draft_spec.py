@@ -20,7 +20,6 @@ import copy
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from voicepipe.core.spec import Proposal, Proposer
 from voicepipe.nn import fused, kernels, llama
@@ -114,29 +113,25 @@ class FusedDraft:
         layer_weights = layer_weights or ("int4" if model.weights == "int4" else "int8")
         mats = [mat(x.weight, layer_weights) for x in (ly.wqkv, ly.wo, ly.w13, ly.w2)]
         head = mat(model.embed[draft.vocab].float(), "int4" if model.weights == "int4" else "int8")
-        if head is None or any(x is None for x in mats):
-            raise DraftError("no kernel layout for the draft's matrices")
-        self.args = a
-        self.vocab = draft.vocab.tolist()
         # fc runs on the kernel's matrix product too (int8 activations): the target
         # streams ~70 MB per step through the caches, so every draft step reads its
         # weights from DRAM and their bytes are its cost (fp32 fc: 2.6 MB; int8: 0.7).
-        fc_w = draft.fc.weight.detach().float()  # (dim, 2·dim)
-        self.fc = mat(fc_w, fc_weights) if fc_weights != "fp32" else None
-        self.fc_w = fc_w.contiguous()
-        self.fc_b = draft.fc.bias.detach().float().contiguous()
-        self.emb = model.embed.float().contiguous()  # shared with the target, not copied
-        self.norm = draft.norm.detach().float().contiguous()
+        fc = mat(draft.fc.weight, fc_weights)  # (dim, 2·dim)
+        if head is None or fc is None or any(x is None for x in mats):
+            raise DraftError("no kernel layout for the draft's matrices")
+        self.args = a
+        self.vocab = draft.vocab.tolist()
+        emb = model.embed.float().contiguous()  # shared with the target, not copied
+        norm = draft.norm.detach().float().contiguous()  # the draft's: its output feature's
         tab = draft.freqs(0, model.max_len)[:, 0]  # (Tmax, D/2) complex rotations
         empty = torch.empty(0)
         norms = [ly.attn_norm.detach().float().contiguous(),
                  ly.ffn_norm.detach().float().contiguous(), empty]  # fmt: skip
         self.model = mod.Model(
-            a.n_head, a.n_kv_head, a.head_dim, float(a.norm_eps), self.emb,
-            self.norm, tab.real.contiguous(), tab.imag.contiguous(), [norms], [mats], head,
+            a.n_head, a.n_kv_head, a.head_dim, float(a.norm_eps), emb,
+            norm, tab.real.contiguous(), tab.imag.contiguous(), [norms], [mats], head,
         )  # fmt: skip
-        if self.fc is not None:  # the whole step in one kernel call (eagle_step)
-            self.model.set_input_proj(self.fc, self.fc_b)
+        self.model.set_input_proj(fc, draft.fc.bias.detach().float().contiguous())
 
     def new_cache(self, max_len: int) -> KVCache:
         a = self.args
@@ -146,16 +141,9 @@ class FusedDraft:
         self, cache: KVCache, f: torch.Tensor, tokens: list[int], pos: int
     ) -> tuple[torch.Tensor, int, float]:
         t = torch.tensor(tokens, dtype=torch.long)
-        if self.fc is not None:
-            h, row, conf = self.model.eagle_step(f.contiguous(), t, cache.kv, pos)
-            cache.advance(pos + len(tokens))
-            return h, row, conf
-        x = F.linear(torch.cat([f, self.emb[t]], dim=-1), self.fc_w, self.fc_b)  # fp32 fc
-        logits, h = self.model.forward_embeds(x, cache.kv, pos, True, True)
-        cache.advance(pos + x.shape[0])
-        a = self.args
-        h = F.rms_norm(h[-1], (a.dim,), self.norm, a.norm_eps)  # the draft's output feature
-        return (h, *_top(logits[0]))
+        h, row, conf = self.model.eagle_step(f.contiguous(), t, cache.kv, pos)
+        cache.advance(pos + len(tokens))
+        return h, row, conf
 
 
 def _top(logits: torch.Tensor) -> tuple[int, float]:

@@ -166,7 +166,7 @@ def forward(
             raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
         t = tokens.contiguous()
         if feats is None:
-            logits = m.fused.forward(t, cache.kv, pos, last_only, False)[0]
+            logits = m.fused.forward(t, cache.kv, pos, last_only)
         else:  # the kernel writes the normed rows itself: no tensor, norm or copy here
             logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats)
         cache.advance(pos + T)
