@@ -206,14 +206,15 @@ def norm(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
 
 
-def _generate(n: int, seed: int, exclude: set[str]) -> list[str]:
+def _generate(n: int, seed: int, exclude: set[str], fns: list | None = None) -> list[str]:
     r = random.Random(seed)
+    fns = fns or _FNS
     out: list[str] = []
     seen = set(exclude)
     tries = 0
     while len(out) < n and tries < 50 * n:
         tries += 1
-        p = r.choice(_FNS)(r)
+        p = r.choice(fns)(r)
         if r.random() < 0.15:  # some users don't capitalise or punctuate when speaking
             p = p.rstrip(".?!").lower()
         k = norm(p)
@@ -229,6 +230,24 @@ def heldout_prompts(n: int = 40, seed: int = 1_000_003) -> list[str]:
     return _generate(n, seed, set())
 
 
+# The first series yields this many distinct prompts for seed 0, then saturates.
+FIRST_SERIES = 4337
+
+
 def train_prompts(n: int = 3000, seed: int = 0, n_heldout: int = 40) -> list[str]:
-    """Training prompts in a fixed order (a prefix of a longer list is the shorter list)."""
-    return _generate(n, seed, {norm(p) for p in heldout_prompts(n_heldout)})
+    """Training prompts in a fixed order (a prefix of a longer list is the shorter list).
+
+    Past ``FIRST_SERIES`` the list continues with ``draft_prompts_more``'s
+    templates (deduplicated against everything before it and the held-out
+    prompts), so the data's existing shards keep their prompts.
+    """
+    held = {norm(p) for p in heldout_prompts(n_heldout)}
+    if n < FIRST_SERIES:
+        return _generate(n, seed, held)
+    # Ask for more than the series holds: _generate's try budget scales with n,
+    # and asking for exactly FIRST_SERIES gives up one prompt short.
+    first = _generate(2 * FIRST_SERIES, seed, held)
+    from voicepipe.training.draft_prompts_more import FNS
+
+    more = _generate(n - len(first), seed + 1, held | {norm(p) for p in first}, FNS)
+    return first + more

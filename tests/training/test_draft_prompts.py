@@ -1,0 +1,15 @@
+from voicepipe.training.draft_prompts import FIRST_SERIES, heldout_prompts, norm, train_prompts
+
+
+def test_the_list_continues_past_the_first_series_without_moving_its_prompts() -> None:
+    short = train_prompts(FIRST_SERIES - 1)
+    long = train_prompts(FIRST_SERIES + 500)
+    assert len(long) == FIRST_SERIES + 500
+    # Existing data shards index this list: the first series must not move.
+    assert long[: len(short)] == short
+    keys = [norm(p) for p in long]
+    assert len(set(keys)) == len(keys)
+    assert not set(keys) & {norm(p) for p in heldout_prompts()}
+    # The continuation is the second series' templates, not the first's again.
+    assert train_prompts(FIRST_SERIES + 500) == long
+    assert len(train_prompts(FIRST_SERIES)) == FIRST_SERIES
