@@ -74,11 +74,13 @@ def test_fit_from_the_release_draft_logs_its_start_and_holds_out_the_val_shard(
         recent_from=1,
         recent_share=0.75,
         self_feed=True,
+        qat=True,
     )
     assert draft_fit.fit(args) == 0
     log = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [0, 2]
     start = log[0]
+    assert start["qat"] is True  # measured as the fused draft runs: int4 layer, int8 fc
     # The release draft agrees with the target on most of these replies' next tokens (0.45-0.5
     # on held-out replies), and feeding it its own features costs agreement, never adds much.
     assert 0.25 < start["val_top1"] <= 1.0

@@ -178,6 +178,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fit: add a pass on the draft's own predicted features (2x cost)",
     )
     p.add_argument(
+        "--qat",
+        action="store_true",
+        help="fit: train through the fused draft's rounding (int4 layer, int8 fc; "
+        "straight-through gradients)",
+    )
+    p.add_argument(
         "--out",
         default="models/smollm2-draft/smollm2-draft.pt",
         help="export: release checkpoint path (default models/smollm2-draft/…)",

@@ -12,6 +12,12 @@ noise on the input features, and optionally (--self-feed, twice the cost per
 step) a second pass that feeds the draft its own predicted features
 (detached) at a random half of the positions, true features elsewhere.
 
+Quantization in the loop (--qat): the layer's matrices go through int4
+(Q4_1) rounding and fc through int8 rounding in every forward, straight-through
+in the backward (``nn.fake_quant``), the formats the fused draft runs in, so
+the weights settle where the rounded ones predict well; ``evaluate`` then
+measures the rounded draft too.
+
 Data mix (--recent-from N --recent-share P): shards from index N on (e.g.
 the replies of the current serving target, int4 fused, when the older shards
 came from a bf16 target) fill a share P of every batch, the rest is drawn
@@ -121,6 +127,7 @@ def fit(args: argparse.Namespace) -> int:
         raise SystemExit(f"--val-shard {args.val_shard}: no such shard in {data}")
     train_paths = [p for p in paths if p not in heldout]
     recent_from, share = args.recent_from, args.recent_share
+    qat = getattr(args, "qat", False)
     old = _load_samples([p for p in train_paths if _index(p) < recent_from])
     recent = _load_samples([p for p in train_paths if _index(p) >= recent_from])
     samples = old + recent
@@ -162,7 +169,7 @@ def fit(args: argparse.Namespace) -> int:
     logf = (run / "log.jsonl").open("a")
     t0, acc_loss, acc_n = time.perf_counter(), 0.0, 0
     if state is None:  # the starting point, measured like every checkpoint after it
-        rec = {"step": 0, **evaluate(model, head, val, emb), "init": args.init}
+        rec = {"step": 0, **evaluate(model, head, val, emb, qat), "init": args.init, "qat": qat}
         logf.write(json.dumps(rec) + "\n")
         print(json.dumps(rec), flush=True)
     while step < args.steps:
@@ -181,7 +188,9 @@ def fit(args: argparse.Namespace) -> int:
         for g in opt.param_groups:
             g["lr"] = lr
         batch = pick(old, recent, args.bs, share)
-        loss = _loss(model, head, *_batch(batch, emb, 256), train=True, self_feed=args.self_feed)
+        loss = _loss(
+            model, head, *_batch(batch, emb, 256), train=True, self_feed=args.self_feed, qat=qat
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -190,7 +199,7 @@ def fit(args: argparse.Namespace) -> int:
         acc_loss += float(loss.detach())
         acc_n += 1
         if step % 50 == 0 or step == args.steps:
-            ev = evaluate(model, head, val, emb)
+            ev = evaluate(model, head, val, emb, qat)
             agree = ev["val_top1"]
             rec = {
                 "step": step,
@@ -208,6 +217,7 @@ def fit(args: argparse.Namespace) -> int:
             meta = {
                 "step": step,
                 **ev,
+                "qat": qat,
                 "val_shards": [p.name for p in heldout],
                 "samples": len(samples),
                 "target": ta.name,
@@ -244,6 +254,30 @@ def _init_from_target(model, target) -> None:  # noqa: ANN001
         model.norm.copy_(target.norm.float())
 
 
+def quantized(model, qat: bool):  # noqa: ANN001, ANN201
+    """``model`` as a callable, with the fused draft's weight rounding when ``qat``.
+
+    Rounded weights are substituted per call (``functional_call``), so the
+    parameters, the optimizer state and saved checkpoints stay float.
+    """
+    if not qat:
+        return model
+    from torch.func import functional_call
+
+    from voicepipe.nn.fake_quant import int8_rows, q4_1, ste
+
+    def run(*a):  # noqa: ANN002, ANN202
+        sub = {}
+        for name, w in model.named_parameters():
+            if name.startswith("layers.") and name.endswith(".weight"):
+                sub[name] = ste(w, q4_1(w))
+            elif name == "fc.weight":
+                sub[name] = ste(w, int8_rows(w))
+        return functional_call(model, sub, a)
+
+    return run
+
+
 def _loss(
     model,
     head,
@@ -253,20 +287,22 @@ def _loss(
     mask,
     train: bool,  # noqa: ANN001
     self_feed: bool = False,
+    qat: bool = False,
 ) -> torch.Tensor:
     m = mask.reshape(-1)
     f = fout.reshape(-1, fout.shape[-1])[m]
     logp_t = F.log_softmax(f @ head.T, dim=-1)  # the target's (reduced) distribution, once
     if train:  # EAGLE-style input noise: features at inference are the draft's own guesses
         fin = fin + torch.randn_like(fin) * 0.05 * fin.pow(2).mean(-1, keepdim=True).sqrt()
+    fwd = quantized(model, qat)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        pred = model(fin, nemb)  # (B, T, dim)
+        pred = fwd(fin, nemb)  # (B, T, dim)
     loss = _terms(pred.float(), head, f, logp_t, m)
     if train and self_feed:  # a random half of the inputs are the draft's own predictions
         shifted = torch.cat([fin[:, :1], pred.detach().float()[:, :-1]], dim=1)
         pick = torch.rand(fin.shape[:2])[..., None] < 0.5
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            pred2 = model(torch.where(pick, shifted, fin), nemb)
+            pred2 = fwd(torch.where(pick, shifted, fin), nemb)
         loss = loss + _terms(pred2.float(), head, f, logp_t, m)
     return loss
 
@@ -279,7 +315,9 @@ def _terms(pred, head, f, logp_t, m) -> torch.Tensor:  # noqa: ANN001
 
 
 @torch.no_grad()
-def evaluate(model, head, val: list[dict], emb: torch.Tensor) -> dict[str, float]:  # noqa: ANN001
+def evaluate(  # noqa: ANN001
+    model, head, val: list[dict], emb: torch.Tensor, qat: bool = False
+) -> dict[str, float]:
     """Top-1 agreement of draft and target on reply positions, teacher forced and self fed.
 
     - val_top1: from the target's own features (the first drafted position);
@@ -290,11 +328,12 @@ def evaluate(model, head, val: list[dict], emb: torch.Tensor) -> dict[str, float
       yields about 1 + p1 + p1·c2 tokens.
     """
     hits = hits_sf = total = hits_c2 = n_c2 = 0
+    fwd = quantized(model, qat)
     for i in range(0, len(val), 8):
         fin, nemb, fout, mask = _batch(val[i : i + 8], emb, 512)
         want = (fout @ head.T).argmax(-1)
-        pred = model(fin, nemb)
-        pred_sf = model(torch.cat([fin[:, :1], pred[:, :-1]], dim=1), nemb)
+        pred = fwd(fin, nemb)
+        pred_sf = fwd(torch.cat([fin[:, :1], pred[:, :-1]], dim=1), nemb)
         ok = (pred @ head.T).argmax(-1) == want
         ok_sf = (pred_sf @ head.T).argmax(-1) == want
         hits += int(ok[mask].sum())
