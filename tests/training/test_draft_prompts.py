@@ -1,4 +1,10 @@
-from voicepipe.training.draft_prompts import FIRST_SERIES, heldout_prompts, norm, train_prompts
+from voicepipe.training.draft_prompts import (
+    FIRST_SERIES,
+    SECOND_SERIES,
+    heldout_prompts,
+    norm,
+    train_prompts,
+)
 
 
 def test_the_list_continues_past_the_first_series_without_moving_its_prompts() -> None:
@@ -13,3 +19,8 @@ def test_the_list_continues_past_the_first_series_without_moving_its_prompts() -
     # The continuation is the second series' templates, not the first's again.
     assert train_prompts(FIRST_SERIES + 500) == long
     assert len(train_prompts(FIRST_SERIES)) == FIRST_SERIES
+    # The third series starts where the second saturates, leaving both in place.
+    both = FIRST_SERIES + SECOND_SERIES
+    three = train_prompts(both + 300)
+    assert len(three) == both + 300 and three[: len(long)] == long
+    assert len({norm(p) for p in three}) == len(three)

@@ -230,24 +230,39 @@ def heldout_prompts(n: int = 40, seed: int = 1_000_003) -> list[str]:
     return _generate(n, seed, set())
 
 
-# The first series yields this many distinct prompts for seed 0, then saturates.
+# Distinct prompts each finished series yields (seed + its index), after which the
+# next series' templates take over; the last series is open-ended.
 FIRST_SERIES = 4337
+SECOND_SERIES = 2204
+
+
+def _series() -> list[tuple[list, int]]:
+    from voicepipe.training import draft_prompts_more, draft_prompts_third
+
+    return [(_FNS, FIRST_SERIES), (draft_prompts_more.FNS, SECOND_SERIES),
+            (draft_prompts_third.FNS, 0)]  # fmt: skip
 
 
 def train_prompts(n: int = 3000, seed: int = 0, n_heldout: int = 40) -> list[str]:
     """Training prompts in a fixed order (a prefix of a longer list is the shorter list).
 
-    Past ``FIRST_SERIES`` the list continues with ``draft_prompts_more``'s
-    templates (deduplicated against everything before it and the held-out
-    prompts), so the data's existing shards keep their prompts.
+    A series' templates saturate; the list then continues with the next
+    series (``draft_prompts_more``, then ``draft_prompts_third``),
+    deduplicated against everything before it and the held-out prompts, so the
+    data's existing shards keep their prompts when new series are added.
     """
-    held = {norm(p) for p in heldout_prompts(n_heldout)}
-    if n < FIRST_SERIES:
-        return _generate(n, seed, held)
-    # Ask for more than the series holds: _generate's try budget scales with n,
-    # and asking for exactly FIRST_SERIES gives up one prompt short.
-    first = _generate(2 * FIRST_SERIES, seed, held)
-    from voicepipe.training.draft_prompts_more import FNS
-
-    more = _generate(n - len(first), seed + 1, held | {norm(p) for p in first}, FNS)
-    return first + more
+    out: list[str] = []
+    seen = {norm(p) for p in heldout_prompts(n_heldout)}
+    for i, (fns, size) in enumerate(_series()):
+        want = n - len(out)
+        if want <= 0:
+            break
+        if not size or want < size:
+            out += _generate(want, seed + i, seen, fns)
+            break
+        # Ask for more than the series holds: _generate's try budget scales with
+        # the request, and asking for exactly its size can give up a prompt short.
+        got = _generate(2 * size, seed + i, seen, fns)
+        out += got
+        seen |= {norm(p) for p in got}
+    return out
