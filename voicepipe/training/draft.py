@@ -145,7 +145,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=32, help="generation batch (default 32)")
     p.add_argument("--max-new", type=int, default=160, help="reply token cap (default 160)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    p.add_argument("--vocab", type=int, default=8192, help="reduced draft vocabulary size")
+    p.add_argument(
+        "--vocab",
+        type=int,
+        default=6144,
+        help="reduced draft vocabulary size (default 6144: held-out agreement as with 8192)",
+    )
     p.add_argument("--steps", type=int, default=3000, help="fit: optimizer steps (default 3000)")
     p.add_argument("--lr", type=float, default=1e-3, help="fit: peak learning rate")
     p.add_argument("--bs", type=int, default=8, help="fit: sequences per step (default 8)")
