@@ -12,6 +12,7 @@ still holds prompts 32·s … 32·s + 31 of the same list.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 # fmt: off
 FOODS = [
@@ -100,37 +101,51 @@ PERIODS = ["a week", "a month", "ten minutes a day", "one weekend", "a year", "a
 # fmt: on
 
 
-def _food(r: random.Random) -> str:
-    f, d = r.choice(FOODS), r.choice(DISHES)
-    return r.choice(
-        [
-            f"What can I make with {f}?",
-            f"Is {f} healthy?",
-            f"How do I store {f}?",
-            f"How do you cook {f}?",
-            f"Give me a quick recipe with {f}.",
-            f"How do I make {d}?",
-            f"What goes well with {d}?",
-            f"Can I freeze {d}?",
-            f"What's a vegetarian version of {d}?",
-            f"How long does {d} keep in the fridge?",
-            f"Why did my {d} turn out dry?",
-        ]
-    )
+Template = Callable[[random.Random], str]
 
 
-def _health(r: random.Random) -> str:
-    s = r.choice(SYMPTOMS)
-    return r.choice(
-        [
-            f"What helps with {s}?",
-            f"How can I get rid of {s}?",
-            f"I have {s}. What should I do?",
-            f"When should I see a doctor for {s}?",
-            f"What causes {s}?",
-            f"Any home remedies for {s}?",
-        ]
-    )
+def template(slots: tuple[list[str], ...], *phrasings: str) -> Template:
+    """A prompt template: a value drawn from each slot list in turn, then a phrasing
+    (``{0}``, ``{1}``: the values), the same draws as the first series' hand-written
+    functions make (slots first, then the phrasing)."""
+
+    def make(r: random.Random) -> str:
+        values = [r.choice(s) for s in slots]
+        return r.choice(phrasings).format(*values)
+
+    return make
+
+
+def either(a: Template, b: Template) -> Template:
+    """Template a or b at even odds (that draw comes before the chosen template's own)."""
+    return lambda r: a(r) if r.random() < 0.5 else b(r)
+
+
+_food = template(
+    (FOODS, DISHES),
+    "What can I make with {0}?",
+    "Is {0} healthy?",
+    "How do I store {0}?",
+    "How do you cook {0}?",
+    "Give me a quick recipe with {0}.",
+    "How do I make {1}?",
+    "What goes well with {1}?",
+    "Can I freeze {1}?",
+    "What's a vegetarian version of {1}?",
+    "How long does {1} keep in the fridge?",
+    "Why did my {1} turn out dry?",
+)
+
+
+_health = template(
+    (SYMPTOMS,),
+    "What helps with {0}?",
+    "How can I get rid of {0}?",
+    "I have {0}. What should I do?",
+    "When should I see a doctor for {0}?",
+    "What causes {0}?",
+    "Any home remedies for {0}?",
+)
 
 
 def _tech(r: random.Random) -> str:
@@ -148,42 +163,35 @@ def _tech(r: random.Random) -> str:
     )
 
 
-def _why(r: random.Random) -> str:
-    w = r.choice(WHY)
-    return r.choice(
-        [
-            f"Do you know why {w}?",
-            f"Why is it that {w}?",
-            f"Can you explain why {w}?",
-            f"I always wondered why {w}.",
-            f"Tell me why {w}.",
-        ]
-    )
+_why = template(
+    (WHY,),
+    "Do you know why {0}?",
+    "Why is it that {0}?",
+    "Can you explain why {0}?",
+    "I always wondered why {0}.",
+    "Tell me why {0}.",
+)
 
 
-def _history(r: random.Random) -> str:
-    if r.random() < 0.5:
-        p = r.choice(PEOPLE)
-        return r.choice(
-            [
-                f"Who was {p}?",
-                f"What is {p} famous for?",
-                f"Tell me a fun fact about {p}.",
-                f"When did {p} live?",
-                f"Why is {p} important?",
-                f"Summarize the life of {p}.",
-            ]
-        )
-    e = r.choice(EVENTS)
-    return r.choice(
-        [
-            f"What was {e}?",
-            f"When did {e} happen?",
-            f"Why did {e} matter?",
-            f"Tell me about {e}.",
-            f"What led to {e}?",
-        ]
-    )
+_history = either(
+    template(
+        (PEOPLE,),
+        "Who was {0}?",
+        "What is {0} famous for?",
+        "Tell me a fun fact about {0}.",
+        "When did {0} live?",
+        "Why is {0} important?",
+        "Summarize the life of {0}.",
+    ),
+    template(
+        (EVENTS,),
+        "What was {0}?",
+        "When did {0} happen?",
+        "Why did {0} matter?",
+        "Tell me about {0}.",
+        "What led to {0}?",
+    ),
+)
 
 
 def _language(r: random.Random) -> str:
@@ -202,74 +210,59 @@ def _language(r: random.Random) -> str:
     )
 
 
-def _feelings(r: random.Random) -> str:
-    f = r.choice(FEELINGS)
-    return r.choice(
-        [
-            f"I'm feeling {f}.",
-            f"I feel {f}. Any advice?",
-            f"What can I do when I'm {f}?",
-            f"How do I stop feeling {f}?",
-            f"Lately I've been {f}.",
-        ]
-    )
+_feelings = template(
+    (FEELINGS,),
+    "I'm feeling {0}.",
+    "I feel {0}. Any advice?",
+    "What can I do when I'm {0}?",
+    "How do I stop feeling {0}?",
+    "Lately I've been {0}.",
+)
 
 
-def _plan(r: random.Random) -> str:
-    e = r.choice(EVENTS_TO_PLAN)
-    return r.choice(
-        [
-            f"Help me plan {e}.",
-            f"What do I need for {e}?",
-            f"Give me ideas for {e}.",
-            f"Make a checklist for {e}.",
-            f"How far ahead should I plan {e}?",
-            f"What's a good budget for {e}?",
-        ]
-    )
+_plan = template(
+    (EVENTS_TO_PLAN,),
+    "Help me plan {0}.",
+    "What do I need for {0}?",
+    "Give me ideas for {0}.",
+    "Make a checklist for {0}.",
+    "How far ahead should I plan {0}?",
+    "What's a good budget for {0}?",
+)
 
 
-def _money(r: random.Random) -> str:
-    m = r.choice(MONEY)
-    return r.choice(
-        [
-            f"What is {m}?",
-            f"Do I need {m}?",
-            f"How do I open {m}?",
-            f"What are the risks of {m}?",
-            f"How does {m} work?",
-            f"When should I get {m}?",
-        ]
-    )
+_money = template(
+    (MONEY,),
+    "What is {0}?",
+    "Do I need {0}?",
+    "How do I open {0}?",
+    "What are the risks of {0}?",
+    "How does {0} work?",
+    "When should I get {0}?",
+)
 
 
-def _animals(r: random.Random) -> str:
-    a = r.choice(ANIMALS)
-    return r.choice(
-        [
-            f"Tell me something surprising about {a}.",
-            f"How smart are {a}?",
-            f"Where do {a} live?",
-            f"What do {a} eat?",
-            f"How long do {a} live?",
-            f"How do {a} sleep?",
-            f"Are {a} dangerous?",
-        ]
-    )
+_animals = template(
+    (ANIMALS,),
+    "Tell me something surprising about {0}.",
+    "How smart are {0}?",
+    "Where do {0} live?",
+    "What do {0} eat?",
+    "How long do {0} live?",
+    "How do {0} sleep?",
+    "Are {0} dangerous?",
+)
 
 
-def _skills(r: random.Random) -> str:
-    s, p = r.choice(SKILLS), r.choice(PERIODS)
-    return r.choice(
-        [
-            f"How do I get better at {s}?",
-            f"Can I learn {s} in {p}?",
-            f"What's a good first step for {s}?",
-            f"Is {s} a good hobby?",
-            f"What equipment do I need for {s}?",
-            f"What mistakes do beginners make in {s}?",
-        ]
-    )
+_skills = template(
+    (SKILLS, PERIODS),
+    "How do I get better at {0}?",
+    "Can I learn {0} in {1}?",
+    "What's a good first step for {0}?",
+    "Is {0} a good hobby?",
+    "What equipment do I need for {0}?",
+    "What mistakes do beginners make in {0}?",
+)
 
 
 def _convert(r: random.Random) -> str:

@@ -8,7 +8,7 @@ subjects, etiquette, shopping and "what if" questions.
 
 from __future__ import annotations
 
-import random
+from voicepipe.training.draft_prompts_more import either, template
 
 # fmt: off
 COUNTRIES = [
@@ -97,185 +97,145 @@ WEATHER = ["rainy", "very hot", "freezing", "windy", "humid", "snowy"]
 # fmt: on
 
 
-def _geo(r: random.Random) -> str:
-    if r.random() < 0.5:
-        c = r.choice(COUNTRIES)
-        return r.choice(
-            [
-                f"What is the capital of {c}?",
-                f"What is {c} famous for?",
-                f"What's the population of {c}?",
-                f"What currency does {c} use?",
-                f"Tell me three facts about {c}.",
-                f"What is traditional food in {c}?",
-            ]
-        )
-    f = r.choice(FACTS)
-    return r.choice(
-        [
-            f"How big is {f}?",
-            f"How old is {f}?",
-            f"How far away is {f}?",
-            f"What's special about {f}?",
-            f"Give me a fun fact about {f}.",
-        ]
-    )
+_geo = either(
+    template(
+        (COUNTRIES,),
+        "What is the capital of {0}?",
+        "What is {0} famous for?",
+        "What's the population of {0}?",
+        "What currency does {0} use?",
+        "Tell me three facts about {0}.",
+        "What is traditional food in {0}?",
+    ),
+    template(
+        (FACTS,),
+        "How big is {0}?",
+        "How old is {0}?",
+        "How far away is {0}?",
+        "What's special about {0}?",
+        "Give me a fun fact about {0}.",
+    ),
+)
 
 
-def _sports(r: random.Random) -> str:
-    s = r.choice(SPORTS)
-    return r.choice(
-        [
-            f"What are the rules of {s}?",
-            f"How do I start playing {s}?",
-            f"Is {s} good exercise?",
-            f"Who is the best {s} player ever?",
-            f"How is {s} scored?",
-            f"What gear do I need for {s}?",
-        ]
-    )
+_sports = template(
+    (SPORTS,),
+    "What are the rules of {0}?",
+    "How do I start playing {0}?",
+    "Is {0} good exercise?",
+    "Who is the best {0} player ever?",
+    "How is {0} scored?",
+    "What gear do I need for {0}?",
+)
 
 
-def _media(r: random.Random) -> str:
-    m = r.choice(MEDIA)
-    return r.choice(
-        [
-            f"Where should I start with {m}?",
-            f"What makes {m} special?",
-            f"Recommend something in {m}.",
-            f"What is the history of {m}?",
-            f"Why do people love {m}?",
-        ]
-    )
+_media = template(
+    (MEDIA,),
+    "Where should I start with {0}?",
+    "What makes {0} special?",
+    "Recommend something in {0}.",
+    "What is the history of {0}?",
+    "Why do people love {0}?",
+)
 
 
-def _home(r: random.Random) -> str:
-    h = r.choice(HOME + CAR)
-    return r.choice(
-        [
-            f"How do I {h}?",
-            f"What's the quickest way to {h}?",
-            f"Can you tell me how to {h}?",
-            f"I need to {h}. Any tips?",
-            f"What do I need to {h}?",
-        ]
-    )
+_home = template(
+    (HOME + CAR,),
+    "How do I {0}?",
+    "What's the quickest way to {0}?",
+    "Can you tell me how to {0}?",
+    "I need to {0}. Any tips?",
+    "What do I need to {0}?",
+)
 
 
-def _pets(r: random.Random) -> str:
-    p = r.choice(PETS)
-    return r.choice(
-        [
-            f"How do I take care of {p}?",
-            f"What should I feed {p}?",
-            f"How often should I take {p} to the vet?",
-            f"Is {p} a good first pet?",
-            f"How do I keep {p} happy?",
-        ]
-    )
+_pets = template(
+    (PETS,),
+    "How do I take care of {0}?",
+    "What should I feed {0}?",
+    "How often should I take {0} to the vet?",
+    "Is {0} a good first pet?",
+    "How do I keep {0} happy?",
+)
 
 
-def _kids(r: random.Random) -> str:
-    k = r.choice(KIDS)
-    return r.choice(
-        [
-            f"How much sleep does {k} need?",
-            f"What are good activities for {k}?",
-            f"How do I get {k} to eat vegetables?",
-            f"What books are good for {k}?",
-            f"How do I handle tantrums from {k}?",
-            f"How much screen time is okay for {k}?",
-        ]
-    )
+_kids = template(
+    (KIDS,),
+    "How much sleep does {0} need?",
+    "What are good activities for {0}?",
+    "How do I get {0} to eat vegetables?",
+    "What books are good for {0}?",
+    "How do I handle tantrums from {0}?",
+    "How much screen time is okay for {0}?",
+)
 
 
-def _work(r: random.Random) -> str:
-    w = r.choice(WORK)
-    return r.choice(
-        [
-            f"How do I {w}?",
-            f"What's the best way to {w}?",
-            f"Give me advice on how to {w}.",
-            f"I'm nervous to {w}. Help?",
-            f"What mistakes should I avoid when I {w}?",
-        ]
-    )
+_work = template(
+    (WORK,),
+    "How do I {0}?",
+    "What's the best way to {0}?",
+    "Give me advice on how to {0}.",
+    "I'm nervous to {0}. Help?",
+    "What mistakes should I avoid when I {0}?",
+)
 
 
-def _school(r: random.Random) -> str:
-    s = r.choice(SCHOOL)
-    return r.choice(
-        [
-            f"Can you teach me {s}?",
-            f"I don't understand {s}.",
-            f"Explain {s} with an example.",
-            f"What's an easy way to remember {s}?",
-            f"Quiz me on {s}.",
-        ]
-    )
+_school = template(
+    (SCHOOL,),
+    "Can you teach me {0}?",
+    "I don't understand {0}.",
+    "Explain {0} with an example.",
+    "What's an easy way to remember {0}?",
+    "Quiz me on {0}.",
+)
 
 
-def _what_if(r: random.Random) -> str:
-    w = r.choice(WHAT_IF)
-    return r.choice(
-        [
-            f"What would happen if {w}?",
-            f"Imagine {w}. What then?",
-            f"What if {w}?",
-            f"How would life change if {w}?",
-        ]
-    )
+_what_if = template(
+    (WHAT_IF,),
+    "What would happen if {0}?",
+    "Imagine {0}. What then?",
+    "What if {0}?",
+    "How would life change if {0}?",
+)
 
 
-def _buy(r: random.Random) -> str:
-    b = r.choice(BUY)
-    return r.choice(
-        [
-            f"What should I look for in {b}?",
-            f"How much should I spend on {b}?",
-            f"Is it worth buying {b} second hand?",
-            f"Help me choose {b}.",
-            f"How long does {b} usually last?",
-        ]
-    )
+_buy = template(
+    (BUY,),
+    "What should I look for in {0}?",
+    "How much should I spend on {0}?",
+    "Is it worth buying {0} second hand?",
+    "Help me choose {0}.",
+    "How long does {0} usually last?",
+)
 
 
-def _jobs(r: random.Random) -> str:
-    j = r.choice(JOBS)
-    return r.choice(
-        [
-            f"What does {j} do?",
-            f"How do I become {j}?",
-            f"How much does {j} earn?",
-            f"What's a typical day for {j}?",
-            f"What skills does {j} need?",
-            f"Is it hard to work as {j}?",
-        ]
-    )
+_jobs = template(
+    (JOBS,),
+    "What does {0} do?",
+    "How do I become {0}?",
+    "How much does {0} earn?",
+    "What's a typical day for {0}?",
+    "What skills does {0} need?",
+    "Is it hard to work as {0}?",
+)
 
 
-def _meals(r: random.Random) -> str:
-    m, d = r.choice(MEALS), r.choice(DIETS)
-    return r.choice(
-        [
-            f"What's a good {m} for {d}?",
-            f"Suggest a quick {m} for {d}.",
-            f"Give me {m} ideas for {d}.",
-            f"What should {d} eat for {m}?",
-        ]
-    )
+_meals = template(
+    (MEALS, DIETS),
+    "What's a good {0} for {1}?",
+    "Suggest a quick {0} for {1}.",
+    "Give me {0} ideas for {1}.",
+    "What should {1} eat for {0}?",
+)
 
 
-def _wear(r: random.Random) -> str:
-    o, w = r.choice(OCCASIONS), r.choice(WEATHER)
-    return r.choice(
-        [
-            f"What should I wear to {o} when it's {w}?",
-            f"What do I wear to {o}?",
-            f"It's {w} today. What should I wear to {o}?",
-            f"How should I dress for {o}?",
-        ]
-    )
+_wear = template(
+    (OCCASIONS, WEATHER),
+    "What should I wear to {0} when it's {1}?",
+    "What do I wear to {0}?",
+    "It's {1} today. What should I wear to {0}?",
+    "How should I dress for {0}?",
+)
 
 
 TEMPLATES = [
