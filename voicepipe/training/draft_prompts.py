@@ -230,8 +230,8 @@ def heldout_prompts(n: int = 40, seed: int = 1_000_003) -> list[str]:
     return _generate(n, seed, set())
 
 
-# Distinct prompts each finished series yields (seed + its index), after which the
-# next series' templates take over; the last series is open-ended.
+# Distinct prompts each finished series yields for the default seed 0 (series i draws
+# with seed + i); the next series' templates then take over. The last is open-ended.
 FIRST_SERIES = 4337
 SECOND_SERIES = 2204
 
