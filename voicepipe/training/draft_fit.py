@@ -127,7 +127,7 @@ def fit(args: argparse.Namespace) -> int:
         raise SystemExit(f"--val-shard {args.val_shard}: no such shard in {data}")
     train_paths = [p for p in paths if p not in heldout]
     recent_from, share = args.recent_from, args.recent_share
-    qat = getattr(args, "qat", False)
+    qat = args.qat
     old = _load_samples([p for p in train_paths if _index(p) < recent_from])
     recent = _load_samples([p for p in train_paths if _index(p) >= recent_from])
     samples = old + recent

@@ -12,7 +12,8 @@ still holds prompts 32·s … 32·s + 31 of the same list.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+
+from voicepipe.training.draft_prompts import either, template
 
 # fmt: off
 FOODS = [
@@ -99,26 +100,6 @@ UNITS = [
 AMOUNTS = [2, 3, 5, 8, 10, 20, 25, 50, 60, 90, 120]
 PERIODS = ["a week", "a month", "ten minutes a day", "one weekend", "a year", "a summer"]
 # fmt: on
-
-
-Template = Callable[[random.Random], str]
-
-
-def template(slots: tuple[list[str], ...], *phrasings: str) -> Template:
-    """A prompt template: a value drawn from each slot list in turn, then a phrasing
-    (``{0}``, ``{1}``: the values), the same draws as the first series' hand-written
-    functions make (slots first, then the phrasing)."""
-
-    def make(r: random.Random) -> str:
-        values = [r.choice(s) for s in slots]
-        return r.choice(phrasings).format(*values)
-
-    return make
-
-
-def either(a: Template, b: Template) -> Template:
-    """Template a or b at even odds (that draw comes before the chosen template's own)."""
-    return lambda r: a(r) if r.random() < 0.5 else b(r)
 
 
 _food = template(
