@@ -96,7 +96,7 @@ def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -
 
 
 def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
-    from voicepipe.nn.draft_spec import HybridProposer
+    from voicepipe.core.hybrid import HybridProposer
     from voicepipe.nn.engine import load_engine
 
     eng = load_engine(
@@ -105,7 +105,7 @@ def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
     assert isinstance(eng.proposer, HybridProposer)
     from voicepipe.nn.engine import EAGLE_K
 
-    assert eng.proposer.eagle_k == EAGLE_K < eng.k_max  # the lookup may draft longer
+    assert eng.proposer.draft_k == EAGLE_K < eng.k_max  # the lookup may draft longer
     stop = set(eng.tokenizer.stop_ids)
     text = "The quick brown fox jumps over the lazy dog near the old mill by the river."
     for q in (f'Repeat exactly: "{text}"', QUESTIONS[0]):

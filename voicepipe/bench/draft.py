@@ -42,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe.bench.llm import _cpu
+    from voicepipe.core.hybrid import HybridProposer
     from voicepipe.core.ngram import NgramProposer
     from voicepipe.core.spec import SpecMetrics, SpeculativeDecoder
     from voicepipe.nn import engine as E
-    from voicepipe.nn.draft_spec import HybridProposer
     from voicepipe.nn.sampling import SamplingParams
     from voicepipe.nn.tokenizer import ChatTokenizer
     from voicepipe.training.draft_prompts import heldout_prompts
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             ft, prop = E.ModelTarget(m), NgramProposer()
         else:  # an EAGLE draft, or "ngram+<draft>", exactly as the engine builds them
             ft, prop = E._session(m, name, sp, None, E.shared_eagle(name.removeprefix(E.HYBRID), m))
-            vocabs[name] = set(prop.eagle.vocab if isinstance(prop, HybridProposer) else prop.vocab)
+            vocabs[name] = set(prop.draft.vocab if isinstance(prop, HybridProposer) else prop.vocab)
         # Adaptive K as the engine runs an EAGLE drafter: never paused (verify_cost 1.0).
         vc = 1.5 if name == "ngram" else 1.0
         rows[name] = SpeculativeDecoder(

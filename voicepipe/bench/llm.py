@@ -20,7 +20,9 @@ Prompt sets: "assistant" (open questions a voice assistant gets) and
 "grounded" (summarise / quote / repeat a text given in the prompt, where
 replies copy spans of their input). The Qwen2.5-Coder 1.5B / 0.5B pair is
 benchmarked when both are pulled (`voicepipe models pull qwen2.5-coder-1.5b
-qwen2.5-coder-0.5b`), or with --pair.
+qwen2.5-coder-0.5b`), or with --pair: the 0.5B draft alone, the same draft
+behind prompt lookup (``ngram+qwen2.5-coder-0.5b``), and prompt lookup alone on
+the grounded set.
 """
 
 from __future__ import annotations
@@ -320,6 +322,10 @@ def run(args: argparse.Namespace) -> int:
                 out["models"].append(model_row(name, cfg.llm.weights, n_pair, 1))
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
             out["drafters"] += drafter_rows(tgt, drf, cfg.llm.weights, k, pair_sets, n_pair, 1)
+            # The same draft behind prompt lookup (core.hybrid).
+            out["drafters"] += drafter_rows(
+                tgt, f"ngram+{drf}", cfg.llm.weights, k, pair_sets, n_pair, 1
+            )
             out["drafters"] += drafter_rows(
                 tgt, "ngram", cfg.llm.weights, k, {"grounded": pair_sets["grounded"]}, n_pair, 1
             )

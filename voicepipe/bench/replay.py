@@ -40,7 +40,7 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
     from voicepipe.core.spec_replay import Site
 
     fork = eng.fork()
-    target, eagle = fork.target, fork.proposer.eagle
+    target, eagle = fork.target, fork.proposer.draft
     eagle.min_path = 0.0  # trace every guess; policies cut by confidence in replay
     lookup = NgramProposer(max_n=8, min_n=1)
     out = [int(target.prefill(ids).argmax())]
@@ -72,7 +72,7 @@ def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
     from voicepipe.nn import llama
 
     fork = eng.fork()
-    target, runner = fork.target, fork.proposer.eagle.runner
+    target, runner = fork.target, fork.proposer.draft.runner
     target.prefill(ids)
     cache = runner.new_cache(64)
     dim = eng.model.args.dim

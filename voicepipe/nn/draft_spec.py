@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from voicepipe.core.spec import Proposal, Proposer
+from voicepipe.core.spec import Proposal
 from voicepipe.nn import fused, kernels, llama
 from voicepipe.nn.draft_model import DraftError, EagleDraft, for_inference, load
 from voicepipe.nn.engine import ModelTarget, _common_prefix
@@ -229,36 +229,6 @@ class EagleProposer:
             path *= conf
         self.cache.rollback(n)  # speculative rows never stay in the cache
         return Proposal(tokens=tokens)
-
-
-class HybridProposer:
-    """Prompt lookup where the context has a long enough match, the EAGLE draft otherwise.
-
-    Input-grounded replies (quotes, summaries) copy spans of the prompt, which
-    n-gram lookup proposes for free and often fully right; elsewhere the draft
-    model guesses. The EAGLE proposer catches up with the context by itself
-    (the target keeps every position's feature), so skipping it costs nothing.
-    """
-
-    def __init__(
-        self, ngram: Proposer, eagle: EagleProposer, name: str = "", eagle_k: int = 0
-    ) -> None:
-        self.ngram, self.eagle = ngram, eagle
-        self.eagle_k = eagle_k  # > 0: the draft proposes at most this many, lookup up to k
-        self.name = name or f"ngram+{eagle.name}"
-        self.used_ngram = 0  # steps the n-gram proposal was taken (for benches)
-
-    def reset(self) -> None:
-        self.ngram.reset()
-        self.eagle.reset()
-        self.used_ngram = 0
-
-    def propose(self, context: list[int], k: int) -> Proposal:
-        p = self.ngram.propose(context, k)
-        if p.tokens:
-            self.used_ngram += 1
-            return p
-        return self.eagle.propose(context, min(k, self.eagle_k) if self.eagle_k else k)
 
 
 def draft_path(name_or_path: str = DEFAULT_DRAFT) -> Path:

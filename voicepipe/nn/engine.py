@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from voicepipe.core.cost_k import CostAwareK
+from voicepipe.core.hybrid import HybridProposer
 from voicepipe.core.ngram import NgramProposer
 from voicepipe.core.spec import Proposal, Proposer, Scores, SpeculativeDecoder
 from voicepipe.nn import llama
@@ -147,6 +149,9 @@ class Engine:
     draft_cost: float = 0.0  # target decodes per drafted token (draft models: core.cost_k)
 
     def decoder(self) -> SpeculativeDecoder:
+        # Behind prompt lookup a draft model's length is its proposer's own choice
+        # (core.hybrid): the decoder's K only caps it, and never pauses.
+        hybrid = isinstance(self.proposer, HybridProposer)
         return SpeculativeDecoder(
             self.target,
             self.proposer,
@@ -155,13 +160,15 @@ class Engine:
             adaptive=self.adaptive,
             k_max=self.k_max,
             verify_cost=self.verify_cost,
-            draft_cost=self.draft_cost,
+            draft_cost=0.0 if hybrid else self.draft_cost,
         )
 
     def fork(self, sampling: SamplingParams | None = None) -> Engine:
         """Same weights, fresh caches (one per session)."""
         sp = sampling or self.sampling
-        target, proposer = _session(self.model, self.drafter, sp, self.draft_model, self.eagle)
+        target, proposer = _session(
+            self.model, self.drafter, sp, self.draft_model, self.eagle, self.draft_cost
+        )
         return replace(self, target=target, proposer=proposer, sampling=sp)
 
 
@@ -171,16 +178,24 @@ def _session(
     sp: SamplingParams,
     draft_model: llama.Transformer | None,
     eagle: Any,
+    draft_cost: float = 0.0,
 ) -> tuple[ModelTarget, Proposer | None]:
     """A session's target and proposer: fresh caches over shared weights."""
     if eagle is not None:  # the EAGLE draft reads the target's features: built as a pair
-        from voicepipe.nn.draft_spec import HybridProposer, attach
+        from voicepipe.nn.draft_spec import attach
 
         target, prop = attach(model, eagle, name=drafter, min_path=EAGLE_MIN_PATH)
         if drafter.startswith(HYBRID):
             ngram = NgramProposer(min_n=HYBRID_MIN_N)
-            return target, HybridProposer(ngram, prop, drafter, eagle_k=EAGLE_K)
+            return target, HybridProposer(ngram, prop, drafter, draft_k=EAGLE_K)
         return target, prop
+    if drafter.startswith(HYBRID):  # a GGUF draft model behind prompt lookup
+        assert draft_model is not None
+        prop = ModelProposer(draft_model, sp, name=drafter.removeprefix(HYBRID))
+        ctl = CostAwareK(draft_cost, k_max=HYBRID_K_MAX)
+        return ModelTarget(model), HybridProposer(
+            NgramProposer(min_n=HYBRID_MIN_N), prop, drafter, draft_ctl=ctl
+        )
     return ModelTarget(model), _proposer(drafter, sp, draft_model)
 
 
@@ -196,7 +211,7 @@ def _proposer(
 
 
 # "ngram+<draft>": prompt lookup where the context has a match of HYBRID_MIN_N tokens
-# or more (quotes, repeats), the EAGLE draft otherwise. 2, not 3: replayed over 40
+# or more (quotes, repeats), the draft (EAGLE or a GGUF model) otherwise. 2, not 3: replayed over 40
 # held-out prompts and bench llm's grounded set (bench replay), 2 gave 1.53x / 1.77x
 # where 3 gave 1.53x / 1.68x.
 HYBRID = "ngram+"
@@ -255,9 +270,9 @@ def load_engine(
     draft_weights: str = "int4",
     k_max: int = 0,
 ) -> Engine:
-    """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft", or
-    "ngram+smollm2-draft": prompt lookup where the context has a 3-gram match, the
-    draft otherwise) or a GGUF draft model's name/path sharing the tokenizer).
+    """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft") or a
+    GGUF draft model's name/path sharing the tokenizer; "ngram+<either>": prompt
+    lookup where the context has a 2-token match, the draft otherwise).
 
     A GGUF draft model runs in ``draft_weights`` (int4 by default): its tokens are
     only proposals, so its precision barely moves acceptance, while its decode
@@ -274,15 +289,14 @@ def load_engine(
     tok = ChatTokenizer(m.metadata)
     draft = eagle = None
     name = drafter.removeprefix(HYBRID)
-    if drafter.startswith(HYBRID) or is_eagle_draft(drafter):
-        if not is_eagle_draft(name):
-            raise ValueError(f"drafter {drafter!r}: {name!r} is not an EAGLE draft")
+    if drafter.startswith(HYBRID) and name in ("", "none", "off", "ngram"):
+        raise ValueError(f"drafter {drafter!r}: name a draft model after {HYBRID!r}")
+    if is_eagle_draft(name):
         eagle = shared_eagle(name, m, cache)
-    elif drafter not in ("", "none", "off", "ngram"):
-        draft, _ = get(gguf_path(drafter), draft_weights, m.max_len)
+    elif name not in ("", "none", "off", "ngram"):
+        draft, _ = get(gguf_path(name), draft_weights, m.max_len)
         if draft.args.vocab_size > m.args.vocab_size:
             raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
-    target, proposer = _session(m, drafter, sp, draft, eagle)
     verify_cost = 1.5
     draft_cost = 0.0
     if draft is not None:
@@ -290,6 +304,7 @@ def load_engine(
         # target's: its price per drafted token is the byte ratio (0.35 for the
         # Qwen 0.5B on the 1.5B; bench llm measured 26 vs 77 ms per token).
         draft_cost = (draft.n_params * _BYTES[draft_weights]) / (m.n_params * _BYTES[weights])
+    target, proposer = _session(m, drafter, sp, draft, eagle, draft_cost)
     if drafter == "ngram":
         # Prompt lookup costs nothing to draft and proposes no more than its
         # match's order (core/ngram.py), and a pass over 2-4 rows costs about one
@@ -304,6 +319,11 @@ def load_engine(
         # pausing below 0.5 accepted per pass (AdaptiveK's default) cost 0.1-0.15x
         # with this drafter, whose misses come in short runs.
         k_max = k_max or (HYBRID_K_MAX if drafter.startswith(HYBRID) else EAGLE_K)
+        verify_cost = 1.0
+    elif drafter.startswith(HYBRID):
+        # Lookup proposals are free and the draft model's own CostAwareK pauses it
+        # where it does not pay (core.hybrid), so the decoder never pauses.
+        k_max = k_max or HYBRID_K_MAX
         verify_cost = 1.0
     return Engine(
         m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle,
