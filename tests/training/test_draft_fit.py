@@ -75,6 +75,7 @@ def test_fit_from_the_release_draft_logs_its_start_and_holds_out_the_val_shard(
         recent_share=0.75,
         self_feed=True,
         qat=True,
+        more_data="",
     )
     assert draft_fit.fit(args) == 0
     log = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
@@ -97,3 +98,24 @@ def test_fit_from_the_release_draft_logs_its_start_and_holds_out_the_val_shard(
     assert len((run / "log.jsonl").read_text().splitlines()) == 2
     with pytest.raises(SystemExit):
         draft_fit.fit(argparse.Namespace(**{**vars(args), "val_shard": "7", "run": str(tmp_path)}))
+
+
+def test_more_data_joins_the_recent_pool_without_the_held_out_prompts(shards, tmp_path) -> None:
+    import shutil
+
+    from voicepipe.training import draft_fit
+
+    more = tmp_path / "more"
+    more.mkdir()
+    # Other replies to the prompts of shard 0 (trained on) and shard 2 (held out).
+    shutil.copy(shards / "gen_0000.pt", more / "gen_0000.pt")
+    shutil.copy(shards / "gen_0002.pt", more / "gen_0001.pt")
+    args = argparse.Namespace(
+        data=str(shards), run=str(tmp_path / "run"), model="smollm2-135m", threads=1, seed=0,
+        vocab=8192, steps=1, lr=1e-4, bs=2, init="", val_shard="2", recent_from=1,
+        recent_share=0.5, self_feed=False, qat=False, more_data=str(more),
+    )  # fmt: skip
+    assert draft_fit.fit(args) == 0
+    log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert log[-1]["samples"] == 6  # 4 of the main shards + 2 more; shard 2's prompts out
+    assert log[-1]["recent_samples"] == 4

@@ -40,3 +40,23 @@ def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
     # Prefill and one-token steps run the same batch-invariant rows, and the kernel
     # norms them in both: the same bits.
     assert torch.equal(s["feats"], ref)
+
+
+def test_sampled_replies_are_seeded_and_carry_the_engine_features(target) -> None:
+    from voicepipe.nn.draft_spec import FeatureTarget
+    from voicepipe.training.draft import chat
+    from voicepipe.training.draft_gen import generate_one
+
+    m, tok = target
+    stop = set(tok.stop_ids)
+    ids = chat(tok, "Tell me something about the sea.", 0)
+    greedy = generate_one(m, ids, 32, stop)["tokens"].tolist()
+    a = generate_one(m, ids, 32, stop, temperature=1.0, seed=3)
+    b = generate_one(m, ids, 32, stop, temperature=1.0, seed=3)
+    c = generate_one(m, ids, 32, stop, temperature=1.0, seed=4)
+    toks = a["tokens"].tolist()
+    assert toks == b["tokens"].tolist() and torch.equal(a["feats"], b["feats"])  # seeded
+    assert toks != greedy and toks != c["tokens"].tolist()
+    ft = FeatureTarget(m, 512)  # the target's features along the sampled tokens
+    ft.prefill(toks[:-1])
+    assert torch.equal(a["feats"], ft.feats[: len(toks) - 1].half())

@@ -76,7 +76,13 @@ def gen(args: argparse.Namespace) -> int:
         idx = range(s * bs, min(len(prompts), (s + 1) * bs))
         ids = [chat(tok, prompts[i], i) for i in idx]
         if m.fused is not None:  # the serving target itself, one prompt at a time
-            samples = [generate_one(m, x, args.max_new, set(tok.stop_ids)) for x in ids]
+            stop, temp = set(tok.stop_ids), args.temperature
+            samples = [
+                generate_one(m, x, args.max_new, stop, temp, seed=args.seed * 1_000_003 + i)
+                for i, x in zip(idx, ids, strict=True)
+            ]
+        elif args.temperature > 0:
+            raise SystemExit("--temperature needs the fused int4 target (--gen-weights int4)")
         else:
             samples = generate_batch(m, ids, args.max_new, tok.stop_ids)
         for i, smp in zip(idx, samples, strict=True):
@@ -142,6 +148,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="gen: target weights (default int4, the serving default: fused step, "
         "batch 1; bf16 runs the batched per-op path)",
     )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="gen: sample replies at this temperature (default 0: greedy, what serving "
+        "decodes); sampled replies give the same prompts other contexts, e.g. in their own "
+        "--data dir, added to fit with --more-data",
+    )
     p.add_argument("--batch", type=int, default=32, help="generation batch (default 32)")
     p.add_argument("--max-new", type=int, default=160, help="reply token cap (default 160)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -176,6 +190,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=0.0,
         help="fit: share of every batch drawn from the recent shards (default 0: all shards alike)",
+    )
+    p.add_argument(
+        "--more-data",
+        default="",
+        help="fit: comma-separated extra gen dirs (e.g. sampled replies); they join the recent "
+        "pool, minus the replies to the held-out shards' prompts",
     )
     p.add_argument(
         "--self-feed",

@@ -22,6 +22,8 @@ Data mix (--recent-from N --recent-share P): shards from index N on (e.g.
 the replies of the current serving target, int4 fused, when the older shards
 came from a bf16 target) fill a share P of every batch, the rest is drawn
 from the older shards; the default (P = 0) samples all shards alike.
+--more-data adds other gen dirs (e.g. replies sampled at a temperature) to
+the recent pool, without the replies to the held-out shards' prompts.
 
 Resumable: runs/draft/last.pt (model + optimizer + step); best.pt is kept
 by held-out top-1 agreement on the --val-shard shards; log.jsonl has one line
@@ -56,6 +58,11 @@ def _load_samples(paths: list[Path]) -> list[dict]:
     for p in paths:
         out += torch.load(p, map_location="cpu", weights_only=True)
     return out
+
+
+def _load_more(paths: list[Path], held_prompts: set[int]) -> list[dict]:
+    """Samples of extra gen dirs, minus replies to the held-out prompts."""
+    return [x for x in _load_samples(paths) if int(x["prompt_index"]) not in held_prompts]
 
 
 def _counts(samples: list[dict], V: int) -> torch.Tensor:
@@ -130,8 +137,14 @@ def fit(args: argparse.Namespace) -> int:
     qat = args.qat
     old = _load_samples([p for p in train_paths if _index(p) < recent_from])
     recent = _load_samples([p for p in train_paths if _index(p) >= recent_from])
-    samples = old + recent
     val = [x for p in heldout for x in _load_samples([p])[:32]]
+    # Extra dirs (e.g. sampled replies to the same prompts) join the recent pool;
+    # replies to a held-out shard's prompts stay out, or the val set would leak.
+    more_dirs = [Path(x) for x in args.more_data.split(",") if x]
+    held_prompts = {int(x["prompt_index"]) for p in heldout for x in _load_samples([p])}
+    more_paths = [p for d in more_dirs for p in _shards(d)]
+    recent += _load_more(more_paths, held_prompts)
+    samples = old + recent
     last = run / "last.pt"
     state = torch.load(last, weights_only=False) if last.exists() else None
     if state is not None:
@@ -179,7 +192,11 @@ def fit(args: argparse.Namespace) -> int:
                 train_paths += new
                 old += _load_samples([p for p in new if _index(p) < recent_from])
                 recent += _load_samples([p for p in new if _index(p) >= recent_from])
-                samples = old + recent
+            more = [p for d in more_dirs for p in _shards(d) if p not in more_paths]
+            if more:
+                more_paths += more
+                recent += _load_more(more, held_prompts)
+            samples = old + recent
         lr = (
             args.lr
             * min(1.0, (step + 1) / 100)

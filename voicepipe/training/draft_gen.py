@@ -15,10 +15,12 @@ feats[i] is the target's feature at position i (its logits score tokens[i+1]).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from voicepipe.nn import llama
+from voicepipe.nn.sampling import SamplingParams, draw, probs
 
 
 @torch.inference_mode()
@@ -130,20 +132,34 @@ def generate_batch(
 
 
 @torch.inference_mode()
-def generate_one(m: llama.Transformer, prompt: list[int], max_new: int, stop_ids: set[int]) -> dict:
-    """One greedy reply with its features, on the engine's own forward (fused when built).
+def generate_one(
+    m: llama.Transformer,
+    prompt: list[int],
+    max_new: int,
+    stop_ids: set[int],
+    temperature: float = 0.0,
+    seed: int = 0,
+) -> dict:
+    """One reply with its features, on the engine's own forward (fused when built).
 
     The serving target is the fused int4 step (int8 activations): its features
     differ slightly from a bf16 batch's, and the draft reads exactly these at
     inference. Batch 1, but the fused step decodes ~3-5x faster than the
     batched per-op bf16 path did on this CPU.
+
+    temperature > 0 samples the reply (seeded): other continuations of the same
+    prompts, for more training contexts. The labels stay right, because the
+    draft learns the target's distribution at each position from the target's
+    feature there, whichever token was drawn.
     """
+    sp = SamplingParams(temperature=temperature, seed=seed)
+    rng = np.random.default_rng(seed)
     cache = m.new_cache(len(prompt) + max_new + 1)
     feats = torch.zeros(cache.max_len, m.args.dim)  # row i: position i's normed state
     logits = llama.prefill(m, cache, prompt, feats)
     reply: list[int] = []
     for _ in range(max_new):
-        t = int(logits.argmax())
+        t = int(logits.argmax()) if sp.greedy else draw(probs(logits.numpy(), sp), rng.random())
         reply.append(t)
         if t in stop_ids or len(reply) == max_new:
             break
