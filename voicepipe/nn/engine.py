@@ -211,9 +211,9 @@ def _proposer(
 
 
 # "ngram+<draft>": prompt lookup where the context has a match of HYBRID_MIN_N tokens
-# or more (quotes, repeats), the draft (EAGLE or a GGUF model) otherwise. 2, not 3: replayed over 40
-# held-out prompts and bench llm's grounded set (bench replay), 2 gave 1.53x / 1.77x
-# where 3 gave 1.53x / 1.68x.
+# or more (quotes, repeats), the draft (EAGLE or a GGUF model) otherwise. 2, not 3:
+# replayed over 40 held-out prompts and bench llm's grounded set (bench replay), 2
+# gave 1.53x / 1.77x where 3 gave 1.53x / 1.68x with the EAGLE draft.
 HYBRID = "ngram+"
 HYBRID_MIN_N = 2
 EAGLE_K = 3  # the EAGLE draft's longest proposal in the engine

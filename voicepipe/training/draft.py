@@ -3,7 +3,8 @@
 Two resumable stages under $VOICEPIPE_HOME:
 - gen: the serving target (int4 weights on the fused step, one prompt at a
   time; --gen-weights bf16 runs the older batched per-op path) answers seeded
-  assistant-style prompts (``draft_prompts``) greedily; every shard of 32
+  assistant-style prompts (``draft_prompts``) greedily (or sampled, with
+  --temperature, into a dir of their own for fit's --more-data); every shard of 32
   replies is stored with the target's feature at every position
   (``draft_gen``) in data/draft/. Shard s holds prompts 32·s … 32·s + 31 of
   the seed's list, so a longer --n-prompts continues where a run stopped.
