@@ -6,6 +6,8 @@ the committed draft checkpoint.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -149,17 +151,29 @@ def test_forks_share_weights_and_keep_their_own_caches(engine) -> None:
 
 def test_fused_draft_matches_per_op_draft(engine) -> None:
     # Same weights, two paths: the fused kernel quantizes activations to int8 and
-    # the layer's weights to int4 (on the int4 target; Q4_1-shaped, 32 per block),
-    # the per-op reference runs fp32 layer weights. Predicted features must agree
-    # closely (cosine 0.997 measured) and the fused top token must be the
-    # reference's, or close to it in the reference's scores.
+    # the layer's weights to int4 (on the int4 target; Q4_1-shaped, 32 per block)
+    # and fc to per-row int8; the per-op reference runs those same rounded weights
+    # in fp32 arithmetic (the draft is trained through that rounding, --qat, so the
+    # unrounded weights are not the model the engine runs). Predicted features must
+    # agree closely and the fused top token must be the reference's, or close to it
+    # in the reference's scores.
+    import copy
+
     from voicepipe.nn.draft_spec import FeatureTarget, load_draft, prepare
+    from voicepipe.nn.fake_quant import int8_rows, q4_1
 
     if kernels.llama_step() is None or engine.model.fused is None:
         pytest.skip("no fused kernel here: only the per-op draft runs")
     m = engine.model
     draft = load_draft("smollm2-draft")
-    fast, ref = prepare(draft, m, fused=True), prepare(draft, m, fused=False)
+    rounded = copy.deepcopy(draft)
+    with torch.no_grad():
+        for name, w in rounded.named_parameters():
+            if name.startswith("layers.") and name.endswith(".weight"):
+                w.copy_(q4_1(w.float()))
+            elif name == "fc.weight":
+                w.copy_(int8_rows(w.float()))
+    fast, ref = prepare(draft, m, fused=True), prepare(rounded, m, fused=False)
     assert fast.fused and not ref.fused
     rows = m.embed[draft.vocab].float()  # the reduced head, unquantized
     ids = _ids(engine, QUESTIONS[0])
@@ -179,7 +193,13 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
             # trailed the reference's top score by up to 0.37 std (old and new q4 kernels;
             # a one-off probe, session 4).
             assert float(scores.max() - scores[rf]) <= 0.5 * float(scores.std()), i
-            assert 0.0 < pf <= 1.0 and abs(pf - pr) < 0.1, (i, pf, pr)  # the draft's confidence
+            # The draft's confidence: the softmax probability of its pick under its head,
+            # here recomputed from the fused feature in fp32. The kernel's head quantizes
+            # that feature to int8 per 32 values, which moves a logit by up to ~0.1 and a
+            # log-probability by twice that (0.22 at a near-tie on this prompt: 0.50 vs
+            # 0.62); a wrong softmax or a wrong row would be off by far more.
+            p_own = float(torch.softmax(hf @ rows.T, dim=0)[rf])
+            assert 0.0 < pf <= 1.0 and abs(math.log(pf / p_own)) < 0.3, (i, pf, p_own)
             tok = draft.vocab[rr]
             hf, rf, pf = fast.step(cf, hr[None], [tok], n + i)
             hr, rr, pr = ref.step(cr, hr[None], [tok], n + i)
