@@ -29,13 +29,13 @@ class Fixed:
 class Spy(CostAwareK):
     def __init__(self, k: int) -> None:
         super().__init__(draft_cost=0.3)
-        self.k, self.seen = k, []
+        self.k, self.told = k, []
 
     def next_k(self) -> int:
         return self.k
 
     def update(self, n_drafted: int, n_accepted: int) -> None:
-        self.seen.append((n_drafted, n_accepted))
+        self.told.append((n_drafted, n_accepted))
 
 
 def test_lookup_first_model_otherwise_capped() -> None:
@@ -57,15 +57,15 @@ def test_the_model_learns_from_what_the_next_context_kept() -> None:
     assert h.propose(ctx, 5).tokens == [7, 8, 9]  # K from draft_ctl (3), not the decoder's 5
     # The target kept 7 and corrected 8 to 5: one of three accepted.
     h.propose([*ctx, 7, 5], 5)
-    assert ctl.seen == [(3, 1)]
+    assert ctl.told == [(3, 1)]
     # All kept (+ the target's bonus token).
     h.propose([*ctx, 7, 5, 7, 8, 9, 4], 5)
-    assert ctl.seen[-1] == (3, 3)
+    assert ctl.told[-1] == (3, 3)
     # A lookup pass is not the model's: nothing learnt from it.
-    n = len(ctl.seen)
+    n = len(ctl.told)
     assert h.propose([1, 2, 3, 1, 2], 5).tokens == [3, 1]  # and another conversation
     h.propose([1, 2, 3, 1, 2, 3, 6], 5)
-    assert len(ctl.seen) == n
+    assert len(ctl.told) == n
 
 
 def test_a_paused_model_is_not_asked() -> None:
