@@ -190,8 +190,8 @@ def _session(
             return target, HybridProposer(ngram, prop, drafter, draft_k=EAGLE_K)
         return target, prop
     if drafter.startswith(HYBRID):  # a GGUF draft model behind prompt lookup
-        assert draft_model is not None
-        prop = ModelProposer(draft_model, sp, name=drafter.removeprefix(HYBRID))
+        prop = _proposer(drafter.removeprefix(HYBRID), sp, draft_model)
+        assert prop is not None
         ctl = CostAwareK(draft_cost, k_max=HYBRID_K_MAX)
         return ModelTarget(model), HybridProposer(
             NgramProposer(min_n=HYBRID_MIN_N), prop, drafter, draft_ctl=ctl

@@ -137,11 +137,12 @@ def fit(args: argparse.Namespace) -> int:
     qat = args.qat
     old = _load_samples([p for p in train_paths if _index(p) < recent_from])
     recent = _load_samples([p for p in train_paths if _index(p) >= recent_from])
-    val = [x for p in heldout for x in _load_samples([p])[:32]]
+    held = [_load_samples([p]) for p in heldout]
+    val = [x for shard in held for x in shard[:32]]
     # Extra dirs (e.g. sampled replies to the same prompts) join the recent pool;
     # replies to a held-out shard's prompts stay out, or the val set would leak.
     more_dirs = [Path(x) for x in args.more_data.split(",") if x]
-    held_prompts = {int(x["prompt_index"]) for p in heldout for x in _load_samples([p])}
+    held_prompts = {int(x["prompt_index"]) for shard in held for x in shard}
     more_paths = [p for d in more_dirs for p in _shards(d)]
     recent += _load_more(more_paths, held_prompts)
     samples = old + recent

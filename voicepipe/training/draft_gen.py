@@ -152,7 +152,7 @@ def generate_one(
     draft learns the target's distribution at each position from the target's
     feature there, whichever token was drawn.
     """
-    sp = SamplingParams(temperature=temperature, seed=seed)
+    sp = SamplingParams(temperature=temperature)  # the draws come from rng below
     rng = np.random.default_rng(seed)
     cache = m.new_cache(len(prompt) + max_new + 1)
     feats = torch.zeros(cache.max_len, m.args.dim)  # row i: position i's normed state
