@@ -67,6 +67,31 @@ def test_cached_decoding_matches_full_forward() -> None:
     torch.testing.assert_close(again, full[:, 6:], atol=1e-5, rtol=1e-4)
 
 
+def test_unrolled_depths_match_drafting_through_the_cache() -> None:
+    # Training-time test: depth s of unroll must be what inference computes when
+    # it drafts s tokens past the last true row: true rows through the cache,
+    # then each step fed the previous step's predicted feature.
+    m = _tiny(1)
+    T, n = 10, 6
+    f, e = torch.randn(1, T, TINY.dim), torch.randn(1, T, TINY.dim)
+    with torch.inference_mode():
+        un = m(f, e, depths=3)
+        assert un.shape == (3, 1, T, TINY.dim)
+        torch.testing.assert_close(un[0], m(f, e), atol=1e-5, rtol=1e-4)
+        for start in (n, 1, T - 2):  # the last true row is start - 1
+            cache = m.new_cache(32)
+            h = m(f[:, :start], e[:, :start], cache, 0)[:, -1:]
+            torch.testing.assert_close(h[0, 0], un[0, 0, start - 1], atol=1e-5, rtol=1e-4)
+            for s in (1, 2):
+                q = start - 1 + s  # the row drafted s tokens deep
+                if q >= T:
+                    break
+                h = m(h, e[:, q : q + 1], cache, q)
+                torch.testing.assert_close(h[0, 0], un[s, 0, q], atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="without a cache"):
+        m(f, e, m.new_cache(32), depths=2)
+
+
 def test_checkpoint_round_trip_is_fp16(tmp_path) -> None:
     m = _tiny(1)
     path = tmp_path / "d.pt"

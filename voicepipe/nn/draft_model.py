@@ -60,15 +60,8 @@ class Block(nn.Module):
         self.w13 = nn.Linear(a.dim, 2 * a.ffn_dim, bias=False)
         self.w2 = nn.Linear(a.ffn_dim, a.dim, bias=False)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        fc: torch.Tensor,
-        cache: KVCache | None = None,
-        layer: int = 0,
-        pos: int = 0,
-    ) -> torch.Tensor:
-        """x (B, T, dim); fc (T, 1, D/2) rotations; with a cache B must be 1."""
+    def project(self, x: torch.Tensor, fc: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """q (B, H, T, D), k and v (B, Hkv, T, D) of x (B, T, dim), RoPE applied to q and k."""
         a = self.a
         B, T, _ = x.shape
         H, Hkv, D = a.n_head, a.n_kv_head, a.head_dim
@@ -78,7 +71,29 @@ class Block(nn.Module):
         qk = torch.view_as_complex(qkv[..., : nqk * D].float().reshape(B, T, nqk, D // 2, 2))
         qk = torch.view_as_real(qk * fc).reshape(B, T, nqk, D).to(x.dtype).transpose(1, 2)
         v = qkv[..., nqk * D :].reshape(B, T, Hkv, D).transpose(1, 2)  # (B, Hkv, T, D)
-        q, k = qk[:, :H], qk[:, H:]
+        return qk[:, :H], qk[:, H:], v
+
+    def finish(self, x: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+        """The residual stream after attention output o (B, H, T, D) and the MLP."""
+        a = self.a
+        B, T, _ = x.shape
+        x = x + self.wo(o.transpose(1, 2).reshape(B * T, -1)).reshape(B, T, a.dim)
+        h = F.rms_norm(x, (a.dim,), self.ffn_norm.to(x.dtype), a.norm_eps)
+        gu = self.w13(h.reshape(B * T, a.dim))
+        y = self.w2(F.silu(gu[:, : a.ffn_dim]) * gu[:, a.ffn_dim :])
+        return x + y.reshape(B, T, a.dim)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        fc: torch.Tensor,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        pos: int = 0,
+    ) -> torch.Tensor:
+        """x (B, T, dim); fc (T, 1, D/2) rotations; with a cache B must be 1."""
+        q, k, v = self.project(x, fc)
+        T = x.shape[1]
         if cache is None:
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         else:
@@ -89,11 +104,21 @@ class Block(nn.Module):
             o = F.scaled_dot_product_attention(
                 q, kc[None], vc[None], attn_mask=mask, enable_gqa=True
             )  # (1, H, T, D)
-        x = x + self.wo(o.transpose(1, 2).reshape(B * T, H * D)).reshape(B, T, a.dim)
-        h = F.rms_norm(x, (a.dim,), self.ffn_norm.to(x.dtype), a.norm_eps)
-        gu = self.w13(h.reshape(B * T, a.dim))
-        y = self.w2(F.silu(gu[:, : a.ffn_dim]) * gu[:, a.ffn_dim :])
-        return x + y.reshape(B, T, a.dim)
+        return self.finish(x, o)
+
+
+def unroll_mask(T: int, depth: int) -> torch.Tensor:
+    """Which keys a depth-``depth`` row sees in ``EagleDraft.unroll``: (T, (depth + 1)·T).
+
+    Keys are the rows of depth 0 (fed true features), then of depth 1, … depth.
+    Row q of depth s drafts s tokens past the true row q - s, so, as in the
+    draft's KV cache at inference, it sees the true rows up to q - s and the
+    row of each depth r ≤ s on its own path, at q - (s - r).
+    """
+    q = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    blocks = [j <= q - depth] + [j == q - (depth - r) for r in range(1, depth + 1)]
+    return torch.cat(blocks, dim=1)
 
 
 class EagleDraft(nn.Module):
@@ -126,8 +151,18 @@ class EagleDraft(nn.Module):
         next_emb: torch.Tensor,
         cache: KVCache | None = None,
         pos: int = 0,
+        depths: int = 1,
     ) -> torch.Tensor:
-        """feats, next_emb (B, T, dim) → predicted next features (B, T, dim)."""
+        """feats, next_emb (B, T, dim) → predicted next features (B, T, dim).
+
+        depths > 1 (training, no cache): ``unroll``'s (depths, B, T, dim). It is an
+        argument here, not only a method, so a ``functional_call`` (QAT's rounded
+        weights) reaches it.
+        """
+        if depths > 1:
+            if cache is not None:
+                raise ValueError("unrolled depths run without a cache")
+            return self.unroll(feats, next_emb, depths)
         B, T, dim = feats.shape
         x = self.fc(torch.cat([feats, next_emb], dim=-1).reshape(B * T, 2 * dim)).reshape(B, T, dim)
         fc = self.freqs(pos, x.shape[1])
@@ -135,7 +170,42 @@ class EagleDraft(nn.Module):
             x = ly(x, fc, cache, i, pos)
         if cache is not None:
             cache.advance(pos + x.shape[1])
+        return self._out(x)
+
+    def _out(self, x: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, (self.args.dim,), self.norm.to(x.dtype), self.args.norm_eps)
+
+    def unroll(self, feats: torch.Tensor, next_emb: torch.Tensor, depths: int) -> torch.Tensor:
+        """Predictions (depths, B, T, dim) of every row drafted 1..depths tokens deep.
+
+        Training-time test (EAGLE-3, Li et al. 2025): at inference only the first
+        drafted token reads a true feature; the draft's next steps read its own
+        predictions. Depth 0 is the teacher-forced forward. Row q of depth s
+        reads depth s - 1's prediction at row q - 1 (detached) and the same next
+        token as depth 0 (the drafted tokens before it were right, else its
+        guess is never verified), and attends as ``unroll_mask`` says, exactly
+        what the cached decode does (tested). Rows q < s have no such path; the
+        caller masks them out.
+        """
+        B, T, dim = feats.shape
+        fc = self.freqs(0, T)
+        kv: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in self.layers]
+        preds: list[torch.Tensor] = []
+        f = feats
+        for s in range(depths):
+            if s:
+                f = torch.cat([feats[:, :1], preds[-1][:, :-1].detach().to(feats.dtype)], dim=1)
+            x = self.fc(torch.cat([f, next_emb], dim=-1).reshape(B * T, 2 * dim)).reshape(B, T, dim)
+            mask = unroll_mask(T, s)
+            for i, ly in enumerate(self.layers):
+                q, k, v = ly.project(x, fc)
+                kv[i].append((k, v))
+                ks = torch.cat([a for a, _ in kv[i]], dim=2)
+                vs = torch.cat([b for _, b in kv[i]], dim=2)
+                o = F.scaled_dot_product_attention(q, ks, vs, attn_mask=mask, enable_gqa=True)
+                x = ly.finish(x, o)
+            preds.append(self._out(x))
+        return torch.stack(preds)
 
     def new_cache(self, max_len: int, dtype: torch.dtype = torch.float32) -> KVCache:
         a = self.args

@@ -199,9 +199,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pool, minus the replies to the held-out shards' prompts",
     )
     p.add_argument(
-        "--self-feed",
-        action="store_true",
-        help="fit: add a pass on the draft's own predicted features (2x cost)",
+        "--depths",
+        type=int,
+        default=1,
+        help="fit: also train each row drafted 2..N tokens deep on its own predictions "
+        "(training-time test; N times the cost per step; default 1: teacher forced only)",
     )
     p.add_argument(
         "--qat",

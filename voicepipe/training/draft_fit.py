@@ -8,9 +8,13 @@ acceptance) + smooth-L1 on the feature (what keeps multi-step drafting on
 track, as in EAGLE).
 
 Robustness to drafting from its own predictions (steps 2..K at inference):
-noise on the input features, and optionally (--self-feed, twice the cost per
-step) a second pass that feeds the draft its own predicted features
-(detached) at a random half of the positions, true features elsewhere.
+noise on the input features, and with --depths N > 1 training-time test
+(EAGLE-3): every row is also drafted 2..N tokens deep, each depth fed the
+one before's predictions and attending exactly as the cached decode does
+(``EagleDraft.unroll``), its loss weighted 0.8^(depth-1); N times the cost
+per step. (Session 3's --self-feed, a causal pass over a half-and-half mix
+of true and predicted features, attended to predicted rows the decode never
+sees and gained nothing; it is gone.)
 
 Quantization in the loop (--qat): the layer's matrices go through int4
 (Q4_1) rounding and fc through int8 rounding in every forward, straight-through
@@ -26,10 +30,9 @@ from the older shards; the default (P = 0) samples all shards alike.
 the recent pool, without the replies to the held-out shards' prompts.
 
 Resumable: runs/draft/last.pt (model + optimizer + step); best.pt is kept
-by held-out top-1 agreement on the --val-shard shards; log.jsonl has one line
-per logging interval (``evaluate``: top-1 agreement at the first drafted
-position, and at the second one, fed the draft's own feature). New gen shards
-are picked up while training runs.
+by the tokens a 3-token draft would yield per pass on the --val-shard shards
+(``evaluate``: agreement 1, 2 and 3 tokens deep); log.jsonl has one line per
+logging interval. New gen shards are picked up while training runs.
 """
 
 from __future__ import annotations
@@ -207,7 +210,7 @@ def fit(args: argparse.Namespace) -> int:
             g["lr"] = lr
         batch = pick(old, recent, args.bs, share)
         loss = _loss(
-            model, head, *_batch(batch, emb, 256), train=True, self_feed=args.self_feed, qat=qat
+            model, head, *_batch(batch, emb, 256), train=True, depths=args.depths, qat=qat
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -218,7 +221,7 @@ def fit(args: argparse.Namespace) -> int:
         acc_n += 1
         if step % 50 == 0 or step == args.steps:
             ev = evaluate(model, head, val, emb, qat)
-            agree = ev["val_top1"]
+            agree = ev["val_tokens"]
             rec = {
                 "step": step,
                 "loss": round(acc_loss / acc_n, 4),
@@ -284,16 +287,19 @@ def quantized(model, qat: bool):  # noqa: ANN001, ANN201
 
     from voicepipe.nn.fake_quant import int8_rows, q4_1, ste
 
-    def run(*a):  # noqa: ANN002, ANN202
+    def run(*a, **kw):  # noqa: ANN002, ANN003, ANN202
         sub = {}
         for name, w in model.named_parameters():
             if name.startswith("layers.") and name.endswith(".weight"):
                 sub[name] = ste(w, q4_1(w))
             elif name == "fc.weight":
                 sub[name] = ste(w, int8_rows(w))
-        return functional_call(model, sub, a)
+        return functional_call(model, sub, a, kw)
 
     return run
+
+
+DEPTH_WEIGHT = 0.8  # loss weight of each further depth: later tokens matter only if the first hold
 
 
 def _loss(
@@ -304,7 +310,7 @@ def _loss(
     fout,
     mask,
     train: bool,  # noqa: ANN001
-    self_feed: bool = False,
+    depths: int = 1,
     qat: bool = False,
 ) -> torch.Tensor:
     m = mask.reshape(-1)
@@ -314,15 +320,26 @@ def _loss(
         fin = fin + torch.randn_like(fin) * 0.05 * fin.pow(2).mean(-1, keepdim=True).sqrt()
     fwd = quantized(model, qat)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        pred = fwd(fin, nemb)  # (B, T, dim)
-    loss = _terms(pred.float(), head, f, logp_t, m)
-    if train and self_feed:  # a random half of the inputs are the draft's own predictions
-        shifted = torch.cat([fin[:, :1], pred.detach().float()[:, :-1]], dim=1)
-        pick = torch.rand(fin.shape[:2])[..., None] < 0.5
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            pred2 = fwd(torch.where(pick, shifted, fin), nemb)
-        loss = loss + _terms(pred2.float(), head, f, logp_t, m)
+        pred = fwd(fin, nemb, depths=depths)  # (B, T, dim), or (depths, B, T, dim)
+    if depths == 1:
+        return _terms(pred.float(), head, f, logp_t, m)
+    loss = pred.new_zeros((), dtype=torch.float32)
+    for s in range(depths):
+        ms = _depth_mask(mask, s)
+        sel = ms.reshape(-1)[m]  # the rows of f / logp_t this depth is judged on
+        if sel.any():
+            w = DEPTH_WEIGHT**s
+            loss = loss + w * _terms(pred[s].float(), head, f[sel], logp_t[sel], ms.reshape(-1))
     return loss
+
+
+def _depth_mask(mask: torch.Tensor, s: int) -> torch.Tensor:
+    """(B, T): rows q whose depth-s draft starts at a reply row (q - s) inside the sample."""
+    if s == 0:
+        return mask
+    out = torch.zeros_like(mask)
+    out[:, s:] = mask[:, s:] & mask[:, :-s]
+    return out
 
 
 def _terms(pred, head, f, logp_t, m) -> torch.Tensor:  # noqa: ANN001
@@ -332,38 +349,45 @@ def _terms(pred, head, f, logp_t, m) -> torch.Tensor:  # noqa: ANN001
     return kl + F.smooth_l1_loss(p, f)
 
 
+EVAL_DEPTHS = 3
+
+
 @torch.no_grad()
 def evaluate(  # noqa: ANN001
     model, head, val: list[dict], emb: torch.Tensor, qat: bool = False
 ) -> dict[str, float]:
-    """Top-1 agreement of draft and target on reply positions, teacher forced and self fed.
+    """Agreement of draft and target on reply positions, drafting 1, 2 and 3 tokens deep.
 
-    - val_top1: from the target's own features (the first drafted position);
-    - val_top1_sf: every input feature is the draft's own prediction from the
-      teacher-forced pass (the first position keeps the target's);
-    - val_c2: the same, only where that previous prediction was right: the
-      conditional acceptance at the second drafted position, so a K = 2 pass
-      yields about 1 + p1 + p1·c2 tokens.
+    The draft runs as the cached decode does (``EagleDraft.unroll``):
+    - val_top1: the first drafted token (from the target's own features);
+    - val_c2 / val_c3: the second / third drafted token, where the ones before
+      it were right (conditional acceptance at that depth);
+    - val_tokens: 1 + p1 + p1·c2 + p1·c2·c3, what a pass drafting 3 tokens yields.
+    (Before session 8, val_c2 fed a causal pass the shifted predictions, an
+    approximation, and val_top1_sf was logged.)
     """
-    hits = hits_sf = total = hits_c2 = n_c2 = 0
+    hits = [0] * EVAL_DEPTHS
+    n = [0] * EVAL_DEPTHS
     fwd = quantized(model, qat)
     for i in range(0, len(val), 8):
         fin, nemb, fout, mask = _batch(val[i : i + 8], emb, 512)
         want = (fout @ head.T).argmax(-1)
-        pred = fwd(fin, nemb)
-        pred_sf = fwd(torch.cat([fin[:, :1], pred[:, :-1]], dim=1), nemb)
-        ok = (pred @ head.T).argmax(-1) == want
-        ok_sf = (pred_sf @ head.T).argmax(-1) == want
-        hits += int(ok[mask].sum())
-        hits_sf += int(ok_sf[mask].sum())
-        total += int(mask.sum())
-        after_hit = ok[:, :-1] & mask[:, :-1] & mask[:, 1:]
-        hits_c2 += int(ok_sf[:, 1:][after_hit].sum())
-        n_c2 += int(after_hit.sum())
+        pred = fwd(fin, nemb, depths=EVAL_DEPTHS)
+        ok = [(pred[s] @ head.T).argmax(-1) == want for s in range(EVAL_DEPTHS)]
+        path = mask.clone()  # rows whose path so far was all right
+        for s in range(EVAL_DEPTHS):
+            if s:  # depth s at row q follows depth s - 1 at row q - 1
+                prev = torch.zeros_like(path)
+                prev[:, 1:] = path[:, :-1] & ok[s - 1][:, :-1]
+                path = prev & _depth_mask(mask, s)
+            hits[s] += int(ok[s][path].sum())
+            n[s] += int(path.sum())
+    p1, c2, c3 = (h / max(1, k) for h, k in zip(hits, n, strict=True))
     return {
-        "val_top1": round(hits / max(1, total), 4),
-        "val_top1_sf": round(hits_sf / max(1, total), 4),
-        "val_c2": round(hits_c2 / max(1, n_c2), 4),
+        "val_top1": round(p1, 4),
+        "val_c2": round(c2, 4),
+        "val_c3": round(c3, 4),
+        "val_tokens": round(1 + p1 + p1 * c2 + p1 * c2 * c3, 4),
     }
 
 
