@@ -16,7 +16,8 @@ session 3 (prompt lookup: up to K tokens whatever its match, 2-grams up,
 pausing below 0.5 accepted per pass; the EAGLE draft: always 2 guesses; the
 hybrid: lookup from 3-token matches); ``eagle_k3_always`` and
 ``hybrid_lookup_from_3``, ``eagle_path_*`` / ``hybrid_path_*`` (the
-draft's confidence threshold at 0.2 or 0.3 instead of EAGLE_MIN_PATH): one
+draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
+``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of EAGLE_K): one
 setting of today's rule changed. Lookup is
 traced with max_n 8, so the session-2 rows (max_n 4) may match a longer
 n-gram than that rule did. ``first_guess``: how often each drafter's first
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
         ),
     }
-    for p in (0.2, 0.3):  # the EAGLE threshold lower: do cheaper rows pay for less sure guesses?
+    for p in (0.2, 0.3, 0.5):  # the EAGLE threshold moved: do rows pay for less sure guesses?
         g = R.eagle(E.EAGLE_K, p)
         policies[f"eagle_path_{p}"] = (
             g,
@@ -156,6 +157,13 @@ def run(args: argparse.Namespace) -> int:
             R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), g, E.HYBRID_MIN_N),
             lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
         )
+    # A fourth guess (traced up to 4) when the draft is sure of all of them.
+    g4 = R.eagle(4, E.EAGLE_MIN_PATH)
+    policies["eagle_k4"] = (g4, lambda: AdaptiveK(k, k_max=4, verify_cost=1.0))
+    policies["hybrid_k4"] = (
+        R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), g4, E.HYBRID_MIN_N),
+        lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
+    )
     rows = {}
     for name, (choose, make_k) in policies.items():
         tot = R.Replay()
