@@ -27,6 +27,56 @@ def test_pick_draws_the_recent_share_of_every_batch() -> None:
     assert len(pick([], recent[:3], 8, 0.75)) == 3  # too few: all there is
 
 
+def test_evaluate_counts_what_drafting_through_the_cache_gets_right() -> None:
+    # evaluate's agreement 1, 2 and 3 tokens deep must be what the cached decode
+    # gets: from every reply row, draft on while the guesses before were right.
+    from voicepipe.nn.draft_model import DraftArgs, EagleDraft
+    from voicepipe.training.draft_fit import evaluate
+
+    torch.manual_seed(0)
+    a = DraftArgs(dim=32, n_head=4, n_kv_head=2, head_dim=8, ffn_dim=48, n_layer=1,
+                  rope_base=10000.0, target_vocab=50)  # fmt: skip
+    model = EagleDraft(a, torch.tensor([3, 8]))  # 2 rows: right half the time by chance
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    model.eval()
+    emb = torch.randn(50, 32)
+    head = emb[model.vocab]
+    val = [
+        {"tokens": torch.randint(0, 50, (n,)), "feats": torch.randn(n - 1, 32), "prompt_len": 4}
+        for n in (14, 20, 17, 20, 22, 18, 25, 16)
+    ]
+    hits, n = [0, 0, 0], [0, 0, 0]
+    with torch.no_grad():
+        for smp in val:
+            t, f, pl = smp["tokens"], smp["feats"], smp["prompt_len"]
+            rows = len(t) - 2  # row i reads (f_i, E[t_{i+1}]), its label is f_{i+1}'s argmax
+            want = (f[1 : rows + 1] @ head.T).argmax(-1)
+            fin, nemb = f[None, :rows], emb[t[1 : rows + 1]][None]
+            for q0 in range(rows):
+                if q0 + 2 < pl:  # a prompt row: never drafted from
+                    continue
+                cache = model.new_cache(64)
+                h = model(fin[:, : q0 + 1], nemb[:, : q0 + 1], cache, 0)[:, -1:]
+                for s in range(3):
+                    q = q0 + s
+                    if q >= rows:
+                        break
+                    if s:
+                        h = model(h, nemb[:, q : q + 1], cache, q)
+                    ok = bool((h[0, 0] @ head.T).argmax() == want[q])
+                    hits[s] += ok
+                    n[s] += 1
+                    if not ok:
+                        break
+    got = evaluate(model, head, val, emb)
+    assert min(n) > 10  # every depth was reached
+    assert got["val_top1"] == pytest.approx(hits[0] / n[0], abs=1e-4)
+    assert got["val_c2"] == pytest.approx(hits[1] / n[1], abs=1e-4)
+    assert got["val_c3"] == pytest.approx(hits[2] / n[2], abs=1e-4)
+
+
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """Three tiny gen shards of the int4 target's own greedy replies (6 prompts)."""
