@@ -206,6 +206,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(training-time test; N times the cost per step; default 1: teacher forced only)",
     )
     p.add_argument(
+        "--depth-weight",
+        type=float,
+        default=0.8,
+        help="fit: loss weight of each further depth with --depths (its power; default 0.8)",
+    )
+    p.add_argument(
         "--qat",
         action="store_true",
         help="fit: train through the fused draft's rounding (int4 layer, int8 fc; "

@@ -11,7 +11,7 @@ Robustness to drafting from its own predictions (steps 2..K at inference):
 noise on the input features, and with --depths N > 1 training-time test
 (EAGLE-3): every row is also drafted 2..N tokens deep, each depth fed the
 one before's predictions and attending exactly as the cached decode does
-(``EagleDraft.unroll``), its loss weighted 0.8^(depth-1); N times the cost
+(``EagleDraft.unroll``), its loss weighted --depth-weight^(depth-1); N times the cost
 per step. (Session 3's --self-feed, a causal pass over a half-and-half mix
 of true and predicted features, attended to predicted rows the decode never
 sees and gained nothing; it is gone.)
@@ -210,7 +210,13 @@ def fit(args: argparse.Namespace) -> int:
             g["lr"] = lr
         batch = pick(old, recent, args.bs, share)
         loss = _loss(
-            model, head, *_batch(batch, emb, 256), train=True, depths=args.depths, qat=qat
+            model,
+            head,
+            *_batch(batch, emb, 256),
+            train=True,
+            depths=args.depths,
+            qat=qat,
+            depth_weight=args.depth_weight,
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -299,7 +305,6 @@ def quantized(model, qat: bool):  # noqa: ANN001, ANN201
     return run
 
 
-DEPTH_WEIGHT = 0.8  # loss weight of each further depth: later tokens matter only if the first hold
 
 
 def _loss(
@@ -312,7 +317,10 @@ def _loss(
     train: bool,  # noqa: ANN001
     depths: int = 1,
     qat: bool = False,
+    depth_weight: float = 0.8,
 ) -> torch.Tensor:
+    """depth_weight: the loss weight of each further depth (its power): a deeper token
+    counts only if the ones before it hold."""
     m = mask.reshape(-1)
     f = fout.reshape(-1, fout.shape[-1])[m]
     logp_t = F.log_softmax(f @ head.T, dim=-1)  # the target's (reduced) distribution, once
@@ -328,7 +336,7 @@ def _loss(
         ms = _depth_mask(mask, s)
         sel = ms.reshape(-1)[m]  # the rows of f / logp_t this depth is judged on
         if sel.any():
-            w = DEPTH_WEIGHT**s
+            w = depth_weight**s
             loss = loss + w * _terms(pred[s].float(), head, f[sel], logp_t[sel], ms.reshape(-1))
     return loss
 
