@@ -11,10 +11,11 @@ Robustness to drafting from its own predictions (steps 2..K at inference):
 noise on the input features, and with --depths N > 1 training-time test
 (EAGLE-3): every row is also drafted 2..N tokens deep, each depth fed the
 one before's predictions and attending exactly as the cached decode does
-(``EagleDraft.unroll``), its loss weighted --depth-weight^(depth-1); N times the cost
-per step. (Session 3's --self-feed, a causal pass over a half-and-half mix
-of true and predicted features, attended to predicted rows the decode never
-sees and gained nothing; it is gone.)
+(``EagleDraft.unroll``); the k-th drafted token's loss is weighted
+w^(k-1), w = --depth-weight; N times the cost per step. (Session 3's
+--self-feed, a causal pass over a half-and-half mix of true and predicted
+features, attended to predicted rows the decode never sees and gained
+nothing; it is gone.)
 
 Quantization in the loop (--qat): the layer's matrices go through int4
 (Q4_1) rounding and fc through int8 rounding in every forward, straight-through
@@ -30,9 +31,11 @@ from the older shards; the default (P = 0) samples all shards alike.
 the recent pool, without the replies to the held-out shards' prompts.
 
 Resumable: runs/draft/last.pt (model + optimizer + step); best.pt is kept
-by the tokens a 3-token draft would yield per pass on the --val-shard shards
-(``evaluate``: agreement 1, 2 and 3 tokens deep); log.jsonl has one line per
-logging interval. New gen shards are picked up while training runs.
+by held-out first-guess agreement on the --val-shard shards (the engine
+drafts past the first guess only when the draft is sure, so the first guess
+decides most passes: session 8 raised the deeper ones and gained nothing);
+log.jsonl has one line per logging interval (``evaluate``: agreement 1, 2
+and 3 tokens deep). New gen shards are picked up while training runs.
 """
 
 from __future__ import annotations
@@ -227,7 +230,7 @@ def fit(args: argparse.Namespace) -> int:
         acc_n += 1
         if step % 50 == 0 or step == args.steps:
             ev = evaluate(model, head, val, emb, qat)
-            agree = ev["val_tokens"]
+            agree = ev["val_top1"]
             rec = {
                 "step": step,
                 "loss": round(acc_loss / acc_n, 4),
