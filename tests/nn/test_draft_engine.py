@@ -160,7 +160,7 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
     import copy
 
     from voicepipe.nn.draft_spec import FeatureTarget, load_draft, prepare
-    from voicepipe.nn.fake_quant import int8_rows, q4_1
+    from voicepipe.nn.fake_quant import draft_rounding
 
     if kernels.llama_step() is None or engine.model.fused is None:
         pytest.skip("no fused kernel here: only the per-op draft runs")
@@ -169,10 +169,9 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
     rounded = copy.deepcopy(draft)
     with torch.no_grad():
         for name, w in rounded.named_parameters():
-            if name.startswith("layers.") and name.endswith(".weight"):
-                w.copy_(q4_1(w.float()))
-            elif name == "fc.weight":
-                w.copy_(int8_rows(w.float()))
+            r = draft_rounding(name, w.float())
+            if r is not None:
+                w.copy_(r)
     fast, ref = prepare(draft, m, fused=True), prepare(rounded, m, fused=False)
     assert fast.fused and not ref.fused
     rows = m.embed[draft.vocab].float()  # the reduced head, unquantized

@@ -163,14 +163,20 @@ class EagleDraft(nn.Module):
             if cache is not None:
                 raise ValueError("unrolled depths run without a cache")
             return self.unroll(feats, next_emb, depths)
-        B, T, dim = feats.shape
-        x = self.fc(torch.cat([feats, next_emb], dim=-1).reshape(B * T, 2 * dim)).reshape(B, T, dim)
+        x = self._input(feats, next_emb)
         fc = self.freqs(pos, x.shape[1])
         for i, ly in enumerate(self.layers):
             x = ly(x, fc, cache, i, pos)
         if cache is not None:
             cache.advance(pos + x.shape[1])
         return self._out(x)
+
+    def _input(self, feats: torch.Tensor, next_emb: torch.Tensor) -> torch.Tensor:
+        """fc([feature ; next-token embedding]) per row: (B, T, dim)."""
+        B, T, dim = feats.shape
+        return self.fc(torch.cat([feats, next_emb], dim=-1).reshape(B * T, 2 * dim)).reshape(
+            B, T, dim
+        )
 
     def _out(self, x: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, (self.args.dim,), self.norm.to(x.dtype), self.args.norm_eps)
@@ -187,16 +193,15 @@ class EagleDraft(nn.Module):
         what the cached decode does (tested). Rows q < s have no such path; the
         caller masks them out.
         """
-        B, T, dim = feats.shape
-        fc = self.freqs(0, T)
+        fc = self.freqs(0, feats.shape[1])
         kv: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in self.layers]
         preds: list[torch.Tensor] = []
         f = feats
         for s in range(depths):
             if s:
                 f = torch.cat([feats[:, :1], preds[-1][:, :-1].detach().to(feats.dtype)], dim=1)
-            x = self.fc(torch.cat([f, next_emb], dim=-1).reshape(B * T, 2 * dim)).reshape(B, T, dim)
-            mask = unroll_mask(T, s)
+            x = self._input(f, next_emb)
+            mask = unroll_mask(feats.shape[1], s)
             for i, ly in enumerate(self.layers):
                 q, k, v = ly.project(x, fc)
                 kv[i].append((k, v))

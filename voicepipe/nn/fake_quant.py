@@ -33,3 +33,13 @@ def int8_rows(w: torch.Tensor) -> torch.Tensor:
 def ste(w: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:
     """``rounded`` forward, identity backward: the gradient reaches ``w`` as if unrounded."""
     return w + (rounded - w).detach()
+
+
+def draft_rounding(name: str, w: torch.Tensor) -> torch.Tensor | None:
+    """What ``FusedDraft`` runs in place of an ``EagleDraft`` parameter, or None if it
+    runs it as is: the layer's matrices as Q4_1 int4, ``fc`` as per-row int8."""
+    if name.startswith("layers.") and name.endswith(".weight"):
+        return q4_1(w)
+    if name == "fc.weight":
+        return int8_rows(w)
+    return None

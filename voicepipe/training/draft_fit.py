@@ -294,15 +294,14 @@ def quantized(model, qat: bool):  # noqa: ANN001, ANN201
         return model
     from torch.func import functional_call
 
-    from voicepipe.nn.fake_quant import int8_rows, q4_1, ste
+    from voicepipe.nn.fake_quant import draft_rounding, ste
 
     def run(*a, **kw):  # noqa: ANN002, ANN003, ANN202
         sub = {}
         for name, w in model.named_parameters():
-            if name.startswith("layers.") and name.endswith(".weight"):
-                sub[name] = ste(w, q4_1(w))
-            elif name == "fc.weight":
-                sub[name] = ste(w, int8_rows(w))
+            r = draft_rounding(name, w)
+            if r is not None:
+                sub[name] = ste(w, r)
         return functional_call(model, sub, a, kw)
 
     return run
