@@ -37,6 +37,44 @@ using simd::exp16;
 using simd::hsum16;
 using simd::tail;
 
+// The shape of the rows fed in one call: a chain (row t at depth t: decode,
+// verify, prefill) or a tree of drafts (forward_into's parents).
+class Tree {
+ public:
+  static Tree chain() { return Tree(); }
+
+  Tree(const std::vector<int64_t>& parents, int64_t T) : chain_(false), T_(T) {
+    TORCH_CHECK((int64_t)parents.size() == T && T > 0 && parents[0] == -1,
+                "parents: one entry per row, -1 for row 0 (it follows the cache)");
+    depth_.assign(T, 0);
+    path_.assign(T * T, 0);
+    straight_.assign(T, 1);
+    for (int64_t t = 1; t < T; ++t) {
+      const int64_t p = parents[t];
+      TORCH_CHECK(p >= 0 && p < t, "parents[", t, "] must be an earlier row");
+      depth_[t] = depth_[p] + 1;
+      std::memcpy(&path_[t * T], &path_[p * T], depth_[p] * sizeof(int64_t) + sizeof(int64_t));
+      path_[t * T + depth_[t]] = t;
+      straight_[t] = straight_[p] && depth_[t] == t;
+    }
+  }
+
+  int64_t depth(int64_t t) const { return chain_ ? t : depth_[t]; }
+  // Row t's path is slots pos..pos+t (every row of a chain; a tree's main branch).
+  bool straight(int64_t t) const { return chain_ || straight_[t]; }
+  // The cache slot of row t's key j (j ≤ pos + depth(t)).
+  int64_t slot(int64_t t, int64_t j, int64_t pos) const {
+    return chain_ || j <= pos ? j : pos + path_[t * T_ + (j - pos)];
+  }
+
+ private:
+  Tree() = default;
+  bool chain_ = true;
+  int64_t T_ = 0;
+  std::vector<int64_t> depth_, path_;  // path_[t·T + i]: the row at depth i on row t's path
+  std::vector<char> straight_;
+};
+
 struct Layer {
   torch::Tensor attn_norm, ffn_norm, bqkv;
   QW qkv, o, w13, w2;
@@ -92,13 +130,24 @@ class Model {
   // forward() that also writes every fed row's final-normed hidden state (what
   // the head reads) into rows [pos, pos+T) of feats (max_len, dim): the
   // features an EAGLE draft reads, without a tensor, a norm and a copy in Python.
+  //
+  // parents (optional, T entries): the rows form a tree instead of a chain.
+  // Row 0 (parents[0] = -1) follows the cache; row t > 0 follows row
+  // parents[t] < t. Each row sits in slot pos + t of the cache but at position
+  // pos + its depth, and attends to the cache and its own ancestors only, in
+  // path order: exactly the keys a decode of its path would see, in the same
+  // order, so its logits are bit-identical to that decode's (Tree).
   torch::Tensor forward_into(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only,
-                             torch::Tensor feats) {
+                             torch::Tensor feats, std::vector<int64_t> parents) {
     TORCH_CHECK(feats.scalar_type() == torch::kFloat && feats.is_contiguous() && feats.dim() == 2 &&
                     feats.size(1) == dim_ && pos >= 0 && pos + tokens.numel() <= feats.size(0),
                 "feats must be a contiguous (max_len, dim) float32 tensor covering the rows fed");
     std::vector<float> x = embed_rows(tokens);
-    return run(x, tokens.size(0), kv, pos, last_only, feats.data_ptr<float>() + pos * dim_);
+    const int64_t T = tokens.size(0);
+    if (parents.empty())
+      return run(x, T, kv, pos, last_only, feats.data_ptr<float>() + pos * dim_);
+    const Tree tree(parents, T);
+    return run(x, T, kv, pos, last_only, feats.data_ptr<float>() + pos * dim_, &tree);
   }
 
   // The input projection of an EAGLE draft run on this (one-layer) model: x = fc([f ; e]) + b.
@@ -112,11 +161,13 @@ class Model {
 
   // One EAGLE draft step in one call: rows t read (f[t], embed[tokens[t]]) at
   // positions [pos, pos+T). Returns the last row's output feature (the normed
-  // state the head reads, (dim,)), the head's argmax row and its softmax
-  // probability. Per drafted token this replaces ~10 torch ops and their
-  // tensors, which cost as much as the layer itself right after a target pass.
-  std::tuple<torch::Tensor, int64_t, double> eagle_step(torch::Tensor f, torch::Tensor tokens,
-                                                        torch::Tensor kv, int64_t pos) {
+  // state the head reads, (dim,)), the head's kTop likeliest rows (argmax
+  // first) and their softmax probabilities: the guess, then a tree's siblings.
+  // Per drafted token this replaces ~10 torch ops and their tensors, which
+  // cost as much as the layer itself right after a target pass.
+  static constexpr int kTop = 3;  // the guess and two runner-ups (a draft tree's siblings)
+  std::tuple<torch::Tensor, std::vector<int64_t>, std::vector<double>> eagle_step(
+      torch::Tensor f, torch::Tensor tokens, torch::Tensor kv, int64_t pos) {
     TORCH_CHECK(fc_.n > 0, "set_input_proj first");
     TORCH_CHECK(f.scalar_type() == torch::kFloat && f.is_contiguous() && f.dim() == 2 &&
                     f.size(1) == dim_ && f.size(0) == tokens.numel(),
@@ -135,10 +186,17 @@ class Model {
     const torch::Tensor logits = run(x, T, kv, pos, true, normed.data());
     const float* l = logits.data_ptr<float>();
     const int64_t n = logits.size(1);
-    int64_t best = 0;
-    for (int64_t j = 1; j < n; ++j)
-      if (l[j] > l[best]) best = j;
-    // The argmax's softmax probability: 1 / Σ exp(l - max).
+    // The kTop likeliest rows, best first (ties: the lower row first, as argmax picks).
+    int64_t top[kTop];
+    int found = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (found == kTop && !(l[j] > l[top[kTop - 1]])) continue;
+      int p = found < kTop ? found++ : kTop - 1;
+      for (; p > 0 && l[j] > l[top[p - 1]]; --p) top[p] = top[p - 1];
+      top[p] = j;
+    }
+    // Softmax probabilities: exp(l - max) / Σ exp(l - max).
+    const int64_t best = top[0];
     const __m512 mx = _mm512_set1_ps(l[best]);
     __m512 acc = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; j += 16) {
@@ -148,7 +206,11 @@ class Model {
     }
     auto h = torch::empty({dim}, torch::kFloat);
     std::memcpy(h.data_ptr<float>(), &normed[(T - 1) * dim], dim * sizeof(float));
-    return {h, best, 1.0 / (double)_mm512_reduce_add_ps(acc)};
+    const double inv = 1.0 / (double)_mm512_reduce_add_ps(acc);
+    std::vector<int64_t> rows(top, top + found);
+    std::vector<double> probs;
+    for (int i = 0; i < found; ++i) probs.push_back(std::exp((double)(l[top[i]] - l[best])) * inv);
+    return {h, rows, probs};
   }
 
  private:
@@ -169,7 +231,7 @@ class Model {
   // normed_out (T, dim), when given, receives every row's final-normed state,
   // and the head reads its rows from there (the same values as without it).
   torch::Tensor run(std::vector<float>& x, int64_t T, torch::Tensor kv, int64_t pos,
-                    bool last_only, float* normed_out = nullptr) {
+                    bool last_only, float* normed_out = nullptr, const Tree* tree = nullptr) {
     TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
                     kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
                     kv.size(2) == Hkv_ && kv.size(4) == D_,
@@ -177,6 +239,9 @@ class Model {
     const int64_t Lmax = kv.size(3);
     TORCH_CHECK(pos >= 0 && pos + T <= Lmax && pos + T <= cos_.size(0),
                 "positions out of range of the cache");
+    // A chain is the tree whose row t has depth t: one code path for both.
+    const Tree chain = Tree::chain();
+    if (!tree) tree = &chain;
     const int64_t dim = dim_, nqkv = (H_ + 2 * Hkv_) * D_, ffn = ffn_;
     std::vector<float> h(T * dim), qkv(T * nqkv), att(T * H_ * D_), gu(T * 2 * ffn), act(T * ffn),
         tmp(T * dim);
@@ -194,8 +259,8 @@ class Model {
       }
       float* kc = kvp + li * 2 * Hkv_ * Lmax * D_;  // (Hkv, Lmax, D)
       float* vc = kc + Hkv_ * Lmax * D_;
-      rope_and_store(qkv.data(), kc, vc, T, pos, Lmax);
-      attention(qkv.data(), kc, vc, att.data(), T, pos, Lmax);
+      rope_and_store(qkv.data(), kc, vc, T, pos, Lmax, *tree);
+      attention(qkv.data(), kc, vc, att.data(), T, pos, Lmax, *tree);
       matmul(ly.o, att.data(), tmp.data(), T, threads_);
       for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
       const float* fn = ly.ffn_norm.data_ptr<float>();
@@ -220,16 +285,17 @@ class Model {
     return logits;
   }
 
-  // Rotate the Q and K heads of every row (interleaved pairs), scale Q by
-  // 1/sqrt(D) as the reference does, and write K and V into the cache.
-  void rope_and_store(float* qkv, float* kc, float* vc, int64_t T, int64_t pos,
-                      int64_t Lmax) const {
+  // Rotate the Q and K heads of every row (interleaved pairs) by its position
+  // (pos + depth), scale Q by 1/sqrt(D) as the reference does, and write K and
+  // V into the row's slot (pos + t) of the cache.
+  void rope_and_store(float* qkv, float* kc, float* vc, int64_t T, int64_t pos, int64_t Lmax,
+                      const Tree& tree) const {
     const int64_t nqkv = (H_ + 2 * Hkv_) * D_, half = D_ / 2;
     const float scale = 1.0f / std::sqrt((float)D_);
     for (int64_t t = 0; t < T; ++t) {
       float* r = qkv + t * nqkv;
-      const float* c = cos_.data_ptr<float>() + (pos + t) * half;
-      const float* s = sin_.data_ptr<float>() + (pos + t) * half;
+      const float* c = cos_.data_ptr<float>() + (pos + tree.depth(t)) * half;
+      const float* s = sin_.data_ptr<float>() + (pos + tree.depth(t)) * half;
       for (int64_t hd = 0; hd < H_ + Hkv_; ++hd) {
         float* v = r + hd * D_;
         for (int64_t i = 0; i < half; ++i) {
@@ -247,7 +313,8 @@ class Model {
     }
   }
 
-  // Causal attention: row t sees positions [0, pos+t].
+  // Causal attention: row t sees positions [0, pos + depth(t)]: the cache up to
+  // pos - 1, then its path's rows (a chain: slots pos..pos+t).
   //
   // Why this loop order: the G query heads that share a KV head, over up to
   // 16 rows at a time, walk that head's keys and values together, a block of
@@ -259,7 +326,7 @@ class Model {
   // the blocking and however many rows come along, so rows stay bit-identical
   // to one-token steps.
   void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
-                 int64_t pos, int64_t Lmax) const {
+                 int64_t pos, int64_t Lmax, const Tree& tree) const {
     constexpr int64_t kRows = 16;  // rows per tile: a verify pass is one tile, a prefill several
     const int64_t G = H_ / Hkv_;
     par(threads_, Hkv_, 1, [&](int64_t g0, int64_t g1) {
@@ -268,30 +335,44 @@ class Model {
       inv.resize(G * kRows);
       for (int64_t g = g0; g < g1; ++g)
         for (int64_t t0 = 0; t0 < T; t0 += kRows)
-          attend_tile(qkv, kc, vc, out, g, t0, std::min(T, t0 + kRows), pos, Lmax, sc.data(),
-                      inv.data());
+          attend_tile(qkv, kc, vc, out, g, t0, std::min(T, t0 + kRows), pos, Lmax, tree,
+                      sc.data(), inv.data());
     });
   }
 
   // attention() for KV head g and rows [t0, t1); sc holds (t1 - t0)·G rows of
-  // scores (stride pos + t1), inv their 1 / Σ weights.
+  // scores (stride pos + t1), inv their 1 / Σ weights. Key j of row t is
+  // slot j up to pos, then its path's slots (Tree::slot): where they are not
+  // consecutive (a tree's side branch), that row's last key block is gathered
+  // into a contiguous copy, and read exactly as a decode reads the cache.
   void attend_tile(const float* qkv, const float* kc, const float* vc, float* out, int64_t g,
-                   int64_t t0, int64_t t1, int64_t pos, int64_t Lmax, float* sc,
-                   float* inv) const {
+                   int64_t t0, int64_t t1, int64_t pos, int64_t Lmax, const Tree& tree,
+                   float* sc, float* inv) const {
     constexpr int64_t kKeys = 16;  // keys per block: 16 rows of K (or V), 4 KB at D = 64
     constexpr int64_t kAhead = 2;  // blocks prefetched ahead (the cache streams from L3)
     const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_, n_all = pos + t1;
     const float* K = kc + g * Lmax * D;
     const float* Vv = vc + g * Lmax * D;
     auto row = [&](int64_t t, int64_t h) { return sc + ((t - t0) * G + h) * n_all; };
+    auto keys = [&](int64_t t) { return pos + tree.depth(t) + 1; };  // row t attends to
+    // Rows [j0, j0 + cnt) of row t's keys (or values) in base: the cache itself
+    // where they are consecutive slots, else a gathered copy in buf.
+    thread_local std::vector<float> gather;
+    gather.resize(kKeys * D);
+    auto block = [&](const float* base, int64_t t, int64_t j0, int64_t cnt) {
+      if (tree.straight(t) || j0 + cnt <= pos + 1) return base + j0 * D;
+      for (int64_t r = 0; r < cnt; ++r)
+        std::memcpy(&gather[r * D], base + tree.slot(t, j0 + r, pos) * D, D * sizeof(float));
+      return (const float*)gather.data();
+    };
     for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
       prefetch_rows(K, j0 + kAhead * kKeys, n_all, D);
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t cnt = std::min<int64_t>(kKeys, pos + t + 1 - j0);
+        const int64_t cnt = std::min<int64_t>(kKeys, keys(t) - j0);
         if (cnt <= 0) continue;
+        const float* kb = block(K, t, j0, cnt);
         for (int64_t h = 0; h < G; ++h) {
           const float* q = qkv + t * nqkv + (g * G + h) * D;
-          const float* kb = K + j0 * D;
           __m512 acc[16];
           for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
           // d outer, keys inner: 16 independent FMA chains instead of one
@@ -315,7 +396,7 @@ class Model {
     }
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t h = 0; h < G; ++h) {
-        inv[(t - t0) * G + h] = softmax_weights(row(t, h), pos + t + 1);
+        inv[(t - t0) * G + h] = softmax_weights(row(t, h), keys(t));
         std::memset(out + (t * H_ + g * G + h) * D, 0, D * sizeof(float));
       }
     // Σ_j p_j·v_j in j order per query: 4 accumulators per 64 dims, kept in
@@ -323,16 +404,19 @@ class Model {
     for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
       prefetch_rows(Vv, j0 + kAhead * kKeys, n_all, D);
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t j1 = std::min<int64_t>(j0 + kKeys, pos + t + 1);
+        const int64_t j1 = std::min<int64_t>(j0 + kKeys, keys(t));
         if (j1 <= j0) continue;
+        // The block's values from vb[0, j1 - j0), their weights from row(t, h) + j0.
+        const float* vb = block(Vv, t, j0, j1 - j0);
         // The row's G heads together (3 at a time): their FMA chains interleave
         // and share each V load.
         for (int64_t h = 0; h < G; h += 3) {
           float* o = out + (t * H_ + g * G + h) * D;
+          const float* p = row(t, h) + j0;
           switch (std::min<int64_t>(3, G - h)) {
-            case 3: pv_block<3>(row(t, h), n_all, o, D, Vv, j0, j1); break;
-            case 2: pv_block<2>(row(t, h), n_all, o, D, Vv, j0, j1); break;
-            default: pv_block<1>(row(t, h), n_all, o, D, Vv, j0, j1); break;
+            case 3: pv_block<3>(p, n_all, o, D, vb, 0, j1 - j0); break;
+            case 2: pv_block<2>(p, n_all, o, D, vb, 0, j1 - j0); break;
+            default: pv_block<1>(p, n_all, o, D, vb, 0, j1 - j0); break;
           }
         }
       }
@@ -388,10 +472,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            pybind11::call_guard<pybind11::gil_scoped_release>())
       .def_readwrite("threads", &Model::threads_, "threads of a step (default 1)")
       .def("forward_into", &Model::forward_into,
-           "forward() writing the fed rows' final-normed hidden states into feats[pos:pos+T]",
+           "forward() writing the fed rows' final-normed hidden states into feats[pos:pos+T]; "
+           "parents: the rows' tree (row t follows row parents[t]; [] for a chain)",
+           pybind11::arg("tokens"), pybind11::arg("kv"), pybind11::arg("pos"),
+           pybind11::arg("last_only"), pybind11::arg("feats"),
+           pybind11::arg("parents") = std::vector<int64_t>{},
            pybind11::call_guard<pybind11::gil_scoped_release>())
       .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
       .def("eagle_step", &Model::eagle_step,
-           "one EAGLE draft step: (output feature, argmax row, its probability)",
+           "one EAGLE draft step: (output feature, the 3 likeliest rows, their probabilities)",
            pybind11::call_guard<pybind11::gil_scoped_release>());
 }

@@ -204,3 +204,18 @@ def test_exact_rule_single_position_matches_target() -> None:
         counts[r.emitted(np.array([x]))[0]] += 1
     stat, dof = chi2(counts, q[0])
     assert stat < chi2_critical(dof), (stat, dof)
+
+
+def test_greedy_siblings_takes_the_runner_up_where_the_chain_fails() -> None:
+    # Rows 0..2 score the chain [5, 6]; rows 3 and 4 its siblings (0, 7) and (1, 8).
+    q = np.zeros((5, 10))
+    q[0, 5] = q[1, 8] = q[2, 1] = q[3, 2] = q[4, 9] = 1.0
+    got = A.greedy_siblings(np.array([5, 6]), [(0, 7), (1, 8)], q)
+    # 5 holds; row 1 wants 8, not 6: the sibling 8 (row 4) is taken, and row 4's pick follows.
+    assert (got.tokens, got.next_token, got.sibling_row) == ([5, 8], 9, 4)
+    q[1, 8], q[1, 3] = 0.0, 1.0  # row 1 wants 3: no sibling has it
+    got = A.greedy_siblings(np.array([5, 6]), [(0, 7), (1, 8)], q)
+    assert (got.tokens, got.next_token, got.sibling_row) == ([5], 3, -1)
+    q[1, 3], q[1, 6] = 0.0, 1.0  # the whole chain holds: the bonus row, siblings unused
+    got = A.greedy_siblings(np.array([5, 6]), [(0, 7), (1, 8)], q)
+    assert (got.tokens, got.next_token, got.sibling_row) == ([5, 6], 1, -1)

@@ -164,3 +164,87 @@ def test_ngram_proposal_is_capped_by_the_order_it_matched() -> None:
     assert NgramProposer().propose(ctx, 8).tokens == [4, 5, 6]
     assert NgramProposer().propose(ctx, 2).tokens == [4, 5]  # and by k
     assert NgramProposer(max_n=2).propose(ctx, 8).tokens == [4, 5]  # by max_n through the order
+
+
+class PairTarget:
+    """Next-token logits depend on the last two tokens; scores trees of rows."""
+
+    tree = True
+
+    def __init__(self, Q2: np.ndarray) -> None:
+        self.logQ = np.log(Q2)  # (V, V, V): [a, b] → next after ... a, b
+        self.fed: list[int] = []
+
+    @property
+    def length(self) -> int:
+        return len(self.fed)
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        self.fed = list(tokens)
+        return self.logQ[tokens[-2], tokens[-1]]
+
+    def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
+        parents = parents or [-1, *range(len(tokens) - 1)]
+        before = [parents[i] if i else -1 for i in range(len(tokens))]
+        prev = [tokens[p] if p >= 0 else self.fed[-1] for p in before]
+        self.fed += tokens
+        return Scores(np.stack([self.logQ[a, b] for a, b in zip(prev, tokens, strict=True)]))
+
+    def rollback(self, length: int) -> None:
+        del self.fed[length:]
+
+    def move(self, src: int, dst: int) -> None:
+        self.fed[dst] = self.fed[src]
+
+
+class RunnerUpProposer:
+    """Greedy drafts from an order-1 chain, each with its runner-up as a sibling."""
+
+    name = "runner-up"
+
+    def __init__(self, P: np.ndarray) -> None:
+        self.P = P
+
+    def reset(self) -> None:
+        pass
+
+    def propose(self, context: list[int], k: int) -> Proposal:
+        prev, toks, sibs = context[-1], [], []
+        for d in range(k):
+            order = np.argsort(-self.P[prev], kind="stable")
+            toks.append(int(order[0]))
+            sibs.append((d, int(order[1])))
+            prev = toks[-1]
+        return Proposal(toks, siblings=tuple(sibs))
+
+
+def test_greedy_speculation_with_sibling_leaves_is_token_identical() -> None:
+    v = 8
+    rng = np.random.default_rng(7)  # a chain whose runner-ups hold at depths 0 and 1
+    Q2 = rng.dirichlet(np.ones(v) * 0.6, size=(v, v))
+    P = Q2.mean(axis=0)  # a draft that cannot see the token before last
+    seq = [0, 4]
+    for _ in range(60):
+        seq.append(int(Q2[seq[-2], seq[-1]].argmax()))
+    for k in (1, 2, 3):
+        target = PairTarget(Q2)
+        prop = RunnerUpProposer(P)
+        dec = SpeculativeDecoder(target, prop, SamplingParams(), k=k, adaptive=False)
+        got = [t for step in dec.generate([0, 4], 60) for t in step]
+        assert got == seq[2:], k
+        # Only the emitted path stays, the taken siblings moved to their positions.
+        assert target.fed == seq[: target.length]
+        m = dec.metrics
+        assert m.siblings == m.drafted  # one per guess
+        assert 0 < m.sibling_hits < m.steps
+        assert m.tokens == 60
+
+
+def test_sampled_speculation_ignores_siblings() -> None:
+    v = 5
+    Q2 = np.random.default_rng(4).dirichlet(np.ones(v), size=(v, v))
+    target = PairTarget(Q2)
+    sp = SamplingParams(temperature=1.0, seed=1)
+    dec = SpeculativeDecoder(target, RunnerUpProposer(Q2.mean(axis=0)), sp, k=2)
+    out = [t for step in dec.generate([0, 1], 20) for t in step]
+    assert len(out) == 20 and dec.metrics.siblings == 0

@@ -43,18 +43,18 @@ def test_pass_cost_counts_rows_and_draft_steps() -> None:
 
 def test_eagle_drafts_on_while_its_path_probability_holds() -> None:
     s = R.Site(eagle_confs=(0.9, 0.5, 0.9, 0.9), eagle_ok=4)
-    assert R.eagle(k_max=4, min_path=0.0)(s, 4) == (4, 4, 4)
-    assert R.eagle(k_max=4, min_path=0.5)(s, 4) == (2, 2, 2)  # 0.9 ≥ 0.5, then 0.45 < 0.5
-    assert R.eagle(k_max=4, min_path=0.95)(s, 4) == (1, 1, 1)  # always one guess
-    assert R.eagle(k_max=4)(R.Site(eagle_confs=(0.9, 0.9), eagle_ok=1), 4) == (2, 1, 2)
+    assert R.eagle(k_max=4, min_path=0.0)(s, 4) == R.Pick(4, 4, 4)
+    assert R.eagle(k_max=4, min_path=0.5)(s, 4) == R.Pick(2, 2, 2)  # 0.9 ≥ 0.5, then 0.45 < 0.5
+    assert R.eagle(k_max=4, min_path=0.95)(s, 4) == R.Pick(1, 1, 1)  # always one guess
+    assert R.eagle(k_max=4)(R.Site(eagle_confs=(0.9, 0.9), eagle_ok=1), 4) == R.Pick(2, 1, 2)
 
 
 def test_hybrid_takes_lookup_only_for_long_matches() -> None:
     h = R.hybrid(R.ngram(), R.eagle(k_max=2), min_order=3)
     long = R.Site(ngram_order=4, ngram_len=8, ngram_ok=8, eagle_confs=(0.9, 0.9), eagle_ok=0)
     short = R.Site(ngram_order=2, ngram_len=8, ngram_ok=8, eagle_confs=(0.9, 0.9), eagle_ok=1)
-    assert h(long, 6) == (4, 4, 0)  # lookup, no draft steps
-    assert h(short, 6) == (2, 1, 2)  # the draft
+    assert h(long, 6) == R.Pick(4, 4, 0)  # lookup, no draft steps
+    assert h(short, 6) == R.Pick(2, 1, 2)  # the draft
 
 
 def test_first_guess_accuracy_by_order_and_confidence() -> None:
@@ -74,3 +74,20 @@ def test_first_guess_accuracy_by_order_and_confidence() -> None:
         "0.4-0.8": [1, 0.0],
         ">=0.8": [2, 1.0],
     }
+
+
+def test_tree_adds_a_row_per_likely_runner_up_and_takes_it_where_the_guesses_fail() -> None:
+    alts = ((0.05, 0.01), (0.3, 0.2), (0.1, 0.05))  # per guess: the 2nd and 3rd likeliest
+    s = R.Site(eagle_confs=(0.9, 0.5, 0.9), eagle_ok=1, eagle_alt_confs=alts, eagle_alt_ok=2)
+    # Chain of 3 (paths 1, 0.9, 0.45 before each guess); runner-ups whose path ≥ 0.1:
+    # at guess 1, 0.9·0.3 and 0.9·0.2; none at guess 0 (0.05) or 2 (0.045). Guess 1
+    # failed and its third likeliest held.
+    assert R.eagle_tree(3, 0.4, 0.1)(s, 3) == R.Pick(3, 2, 3, 2)
+    assert R.eagle_tree(3, 0.4, 0.1, alts=1)(s, 3) == R.Pick(3, 1, 3, 1)  # 2nd only: missed
+    assert R.eagle_tree(3, 0.4, 0.01)(s, 3) == R.Pick(3, 2, 3, 6)
+    miss = R.Site(eagle_confs=(0.9, 0.5, 0.9), eagle_ok=0, eagle_alt_confs=alts, eagle_alt_ok=1)
+    assert R.eagle_tree(3, 0.4, 0.1)(miss, 3) == R.Pick(3, 0, 3, 2)  # no sibling at guess 0
+    costs = R.Costs([1.0, 1.1, 1.2, 1.3, 1.4, 1.5], draft_step=0.1)
+    r = R.replay([s, s, s, s], R.eagle_tree(3, 0.4, 0.1), costs, fixed(3))
+    # Pass 1 emits 3 (two guesses, a sibling) over 6 rows; then 1 site is left: 1 row.
+    assert (r.passes, r.cost) == (2, pytest.approx(1.5 + 0.3 + 1.0))

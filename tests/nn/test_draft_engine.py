@@ -51,10 +51,13 @@ def test_engine_builds_the_eagle_drafter(engine) -> None:
     assert engine.proposer.runner.fused == (engine.model.fused is not None)
     # The engine's K for this drafter (measured, see load_engine): short drafts, no pauses,
     # and a longer one only when the draft is sure of it.
-    from voicepipe.nn.engine import EAGLE_K, EAGLE_MIN_PATH
+    from voicepipe.nn.engine import EAGLE_ALT_MIN, EAGLE_K, EAGLE_MIN_PATH
 
     assert engine.k_max == EAGLE_K and engine.verify_cost == 1.0
     assert engine.proposer.min_path == EAGLE_MIN_PATH > 0
+    # Runner-ups as sibling leaves, where the target scores trees (the fused kernel).
+    assert engine.proposer.alt_min == EAGLE_ALT_MIN > 0
+    assert engine.target.tree == (engine.model.fused is not None)
 
 
 def test_eagle_drafts_on_only_while_sure(engine) -> None:
@@ -95,6 +98,8 @@ def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -
     assert total.drafted > 0
     # A trained draft gets a real share of its first guesses right (untrained ≈ 0).
     assert total.accept_by_pos[0] > 0.2
+    if eng.target.tree:  # runner-ups were verified beside the guesses, and some were taken
+        assert total.siblings > 0 and total.sibling_hits > 0
 
 
 def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
@@ -182,8 +187,8 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
     f = t.feats[:n]
     cf, cr = fast.new_cache(512), ref.new_cache(512)
     with torch.inference_mode():
-        hf, rf, pf = fast.step(cf, f, ids[1 : n + 1], 0)  # catch-up over n rows, then single rows
-        hr, rr, pr = ref.step(cr, f, ids[1 : n + 1], 0)
+        hf, gf = fast.step(cf, f, ids[1 : n + 1], 0)  # catch-up over n rows, then single rows
+        hr, gr = ref.step(cr, f, ids[1 : n + 1], 0)
         for i in range(4):
             cos = torch.nn.functional.cosine_similarity(hf, hr, dim=0)
             assert cos > 0.99, (i, float(cos))
@@ -191,15 +196,23 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
             # A flip within the int4/int8 noise: over 4 prompts × 8 steps the fused pick
             # trailed the reference's top score by up to 0.37 std (old and new q4 kernels;
             # a one-off probe, session 4).
+            rf, pf = gf.row, gf.conf
             assert float(scores.max() - scores[rf]) <= 0.5 * float(scores.std()), i
             # The draft's confidence: the softmax probability of its pick under its head,
             # here recomputed from the fused feature in fp32. The kernel's head quantizes
             # that feature to int8 per 32 values, which moves a logit by up to ~0.1 and a
             # log-probability by twice that (0.22 at a near-tie on this prompt: 0.50 vs
             # 0.62); a wrong softmax or a wrong row would be off by far more.
-            p_own = float(torch.softmax(hf @ rows.T, dim=0)[rf])
+            own = torch.softmax(hf @ rows.T, dim=0)
+            p_own = float(own[rf])
             assert 0.0 < pf <= 1.0 and abs(math.log(pf / p_own)) < 0.3, (i, pf, p_own)
-            tok = draft.vocab[rr]
-            hf, rf, pf = fast.step(cf, hr[None], [tok], n + i)
-            hr, rr, pr = ref.step(cr, hr[None], [tok], n + i)
+            # The runner-ups: the next rows of the same scores, with their probabilities,
+            # which carry the noise of two logits (measured 0.45 here at p ≈ 0.04).
+            assert len(set(gf.rows)) == 3 and list(gf.confs) == sorted(gf.confs, reverse=True)
+            for r, p in zip(gf.rows[1:], gf.confs[1:], strict=True):
+                assert 0.0 < p and abs(math.log(p / float(own[r]))) < 0.7, i
+            assert float(own.topk(4).values[3]) <= float(own[gf.rows[2]]) * 2.0, i
+            tok = draft.vocab[gr.row]
+            hf, gf = fast.step(cf, hr[None], [tok], n + i)
+            hr, gr = ref.step(cr, hr[None], [tok], n + i)
     assert cf.length == cr.length == n + 4

@@ -200,3 +200,64 @@ def test_two_threads_compute_the_same_bits(mod, path) -> None:
     m.fused.threads = 2
     two = m.fused.forward(toks, m.new_cache().kv, 0, False)
     assert torch.equal(one, two)  # each output row is one thread's, computed the same way
+
+
+# A draft tree: a chain 7 → 8 → 9 → 10, a sibling of 8 (21) with a child (23),
+# a sibling of 9 (22) and another of 8 (24): row t follows row PARENTS[t].
+TREE = [7, 8, 9, 10, 21, 22, 23, 24]
+PARENTS = [-1, 0, 1, 2, 0, 1, 4, 0]
+
+
+def _path(t: int) -> list[int]:
+    rows = [t]
+    while PARENTS[rows[-1]] >= 0:
+        rows.append(PARENTS[rows[-1]])
+    return rows[::-1]
+
+
+@pytest.mark.parametrize("context", [4, 42, 46])
+def test_fused_tree_rows_equal_decodes_of_their_paths(mod, path, context) -> None:
+    # 42 and 46 cached positions: a path's keys end inside, or cross into, the
+    # next 16-key block of the attention's key loop.
+    m = llama.load(path, "int4", max_len=128)[0]
+    c = m.new_cache()
+    feats = torch.zeros(128, m.args.dim)
+    llama.prefill(m, c, [1, 504, 3458, 282, *range(600, 600 + context - 4)], feats)
+    n = c.length
+    rows = llama.verify(m, c, TREE, feats, PARENTS)
+    tree_feats = feats[n : n + len(TREE)].clone()
+    tree_kv = c.kv[:, :, :, n : n + len(TREE)].clone()
+    for t in range(len(TREE)):
+        c.rollback(n)
+        for r in _path(t):  # the path's tokens one decode at a time
+            logits = llama.verify(m, c, [TREE[r]], feats)[0]
+        assert torch.equal(logits, rows[t]), t
+        assert torch.equal(feats[c.length - 1], tree_feats[t]), t
+        assert torch.equal(c.kv[:, :, :, c.length - 1], tree_kv[:, :, :, t]), t
+
+
+def test_an_accepted_sibling_moves_into_place(mod, path) -> None:
+    from voicepipe.nn.draft_spec import FeatureTarget
+
+    m = llama.load(path, "int4", max_len=64)[0]
+    a, b = FeatureTarget(m), FeatureTarget(m)
+    assert a.tree
+    ids = [1, 504, 3458, 282, 600, 601]
+    a.prefill(ids)
+    b.prefill(ids)
+    base = a.length
+    a.score(TREE, PARENTS)
+    a.move(base + 5, base + 2)  # the path 7 → 8 → 22 was right
+    a.rollback(base + 3)
+    b.score([7, 8, 22])
+    assert a.fed == b.fed
+    assert torch.equal(a.cache.kv, b.cache.kv)
+    assert torch.equal(a.feats[: a.length], b.feats[: b.length])  # rows beyond: stale, unread
+    with pytest.raises(RuntimeError, match="earlier row"):
+        a.score([1, 2], [-1, 1])
+
+
+def test_trees_need_the_fused_kernel(path) -> None:
+    m = llama.load(path, "int4", max_len=64, kernels=False)[0]
+    with pytest.raises(ValueError, match="fused kernel"):
+        llama.verify(m, m.new_cache(), [1, 2], torch.zeros(64, m.args.dim), [-1, 0])

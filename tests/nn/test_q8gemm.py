@@ -64,3 +64,23 @@ def test_linear_int8_kernel_and_fallback_agree() -> None:
     y_aten = aten(x.bfloat16()).float()
     assert torch.allclose(y_fast, exact, atol=2e-2)
     assert torch.allclose(y_aten, exact, atol=5e-2)  # bf16 activations
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path) -> None:
+    import os
+    import time
+    import warnings
+
+    from voicepipe.nn import kernels
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    kernels._clear_stale_lock(lock)  # another process is building right now: wait for it
+    assert lock.exists()
+    old = time.time() - kernels.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))  # left by a build that was killed
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        kernels._clear_stale_lock(lock)
+    assert not lock.exists() and "stale kernel build lock" in str(w[0].message)
+    kernels._clear_stale_lock(lock)  # no lock: nothing to do

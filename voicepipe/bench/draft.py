@@ -13,8 +13,11 @@ prompts); ``speedup_decode``: the same over the decode phase only (first token t
 last: the prompt's prefill is the same work with or without a drafter);
 ``tok_s``; acceptance counters of ``core.spec.SpecMetrics``
 (acceptance by draft position, mean accepted length = tokens per verifying
-pass, time in propose / score / verify); ``vocab_coverage`` = share of the
-plain replies' tokens inside the draft's reduced vocabulary.
+pass, time in propose / score / verify; siblings verified and taken);
+``vocab_coverage`` = share of the plain replies' tokens inside the draft's
+reduced vocabulary. ``--siblings 0.05,off`` runs each EAGLE drafter once per
+runner-up threshold (rows "<drafter> siblings=<value>"), to weigh the draft
+tree against the chain in one run.
 """
 
 from __future__ import annotations
@@ -60,23 +63,28 @@ def run(args: argparse.Namespace) -> int:
     plain = SpeculativeDecoder(E.ModelTarget(m), None, sp)
     rows: dict[str, SpeculativeDecoder] = {}
     vocabs: dict[str, set[int]] = {}
-    for name in args.drafters.split(","):
+    alts = _siblings(args.siblings)
+    for name, alt in ((n, a) for n in args.drafters.split(",") for a in alts):
+        row = name if not args.siblings else f"{name} siblings={'off' if alt is None else alt}"
         if args.engine:  # exactly what the LLM stage runs: load_engine's K settings
             eng = E.load_engine(cfg.model, weights, name, cfg.spec_k, cfg.adaptive_k, sp, 2048)
             assert eng.model is m
-            rows[name] = eng.fork().decoder()
+            rows[row] = _with_siblings(eng.fork().decoder(), alt)
             if eng.eagle is not None:
-                vocabs[name] = set(eng.eagle.vocab)
+                vocabs[row] = set(eng.eagle.vocab)
             continue
         if name == "ngram":
             ft, prop = E.ModelTarget(m), NgramProposer()
         else:  # an EAGLE draft, or "ngram+<draft>", exactly as the engine builds them
             ft, prop = E._session(m, name, sp, None, E.shared_eagle(name.removeprefix(E.HYBRID), m))
-            vocabs[name] = set(prop.draft.vocab if isinstance(prop, HybridProposer) else prop.vocab)
+            vocabs[row] = set(prop.draft.vocab if isinstance(prop, HybridProposer) else prop.vocab)
         # Adaptive K as the engine runs an EAGLE drafter: never paused (verify_cost 1.0).
         vc = 1.5 if name == "ngram" else 1.0
-        rows[name] = SpeculativeDecoder(
-            ft, prop, sp, k=args.k, adaptive=not args.fixed_k, k_max=args.k_max, verify_cost=vc
+        rows[row] = _with_siblings(
+            SpeculativeDecoder(
+                ft, prop, sp, k=args.k, adaptive=not args.fixed_k, k_max=args.k_max, verify_cost=vc
+            ),
+            alt,
         )
     if args.prompts == "grounded":  # bench llm's input-grounded set (quote, summarise)
         from voicepipe.bench.llm import PROMPTS
@@ -158,6 +166,33 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r["identical"] == len(prompts) for r in res.values()) else 1
 
 
+def _siblings(spec: str) -> list[float | None]:
+    """--siblings' values: runner-up thresholds, None for 'off' (default: the engine's)."""
+    from voicepipe.nn.engine import EAGLE_ALT_MIN
+
+    if not spec:
+        return [EAGLE_ALT_MIN]
+    out: list[float | None] = []
+    for v in spec.split(","):
+        try:
+            out.append(None if v.strip() == "off" else float(v))
+        except ValueError:
+            raise SystemExit(f"--siblings: {v!r} is neither a number nor 'off'") from None
+    return out
+
+
+def _with_siblings(dec, alt: float | None):  # noqa: ANN001, ANN202
+    """The decoder with its EAGLE proposer's runner-up threshold set to alt."""
+    from voicepipe.core.hybrid import HybridProposer
+    from voicepipe.nn.draft_spec import EagleProposer
+
+    p = dec.proposer
+    p = p.draft if isinstance(p, HybridProposer) else p
+    if isinstance(p, EagleProposer):
+        p.alt_min = alt
+    return dec
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "draft",
@@ -192,6 +227,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="build each drafter with load_engine and the config's [llm] spec_k / adaptive_k, "
         "as the LLM stage does (--k, --k-max, --fixed-k ignored)",
+    )
+    p.add_argument(
+        "--siblings",
+        default="",
+        help="comma list of the EAGLE draft's runner-up thresholds, 'off' for none: one row "
+        "per drafter and value (default: the engine's, one row per drafter)",
     )
     p.add_argument("--weights", default="", help="target weight format (default: config llm)")
     p.add_argument("--max-new", type=int, default=0, help="reply cap (default: config llm)")

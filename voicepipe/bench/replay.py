@@ -17,8 +17,11 @@ pausing below 0.5 accepted per pass; the EAGLE draft: always 2 guesses; the
 hybrid: lookup from 3-token matches); ``eagle_k3_always`` and
 ``hybrid_lookup_from_3``, ``eagle_path_*`` / ``hybrid_path_*`` (the
 draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
-``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of EAGLE_K): one
-setting of today's rule changed. Lookup is
+``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of EAGLE_K),
+``eagle_tree_*`` / ``hybrid_tree_*`` (other runner-up thresholds than
+EAGLE_ALT_MIN, or the second likeliest only): one setting of today's rule
+changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
+(a draft tree); ``*_chain`` leaves them out. Lookup is
 traced with max_n 8, so the session-2 rows (max_n 4) may match a longer
 n-gram than that rule did. ``first_guess``: how often each drafter's first
 guess is right, by lookup's match order and by the draft's confidence.
@@ -45,13 +48,13 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
     eagle.min_path = 0.0  # trace every guess; policies cut by confidence in replay
     lookup = NgramProposer(max_n=8, min_n=1)
     out = [int(target.prefill(ids).argmax())]
-    seen: list[tuple[int, list[int], list[int], list[float]]] = []
+    seen: list[tuple[int, list[int], list[int], list]] = []
     while len(out) < max_new and out[-1] not in stop:
         ctx = ids + out
         order, start = lookup.lookup(ctx)
         cont = ctx[start : start + 16] if order else []
         guess = eagle.propose(ctx, 4).tokens
-        seen.append((order, cont, guess, list(eagle.confs)))
+        seen.append((order, cont, guess, list(eagle.guesses)))
         out.append(int(target.score([out[-1]]).logits[-1].argmax()))
 
     def ok(p: list[int], i: int) -> int:
@@ -60,10 +63,15 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
             n += 1
         return n
 
-    return [
-        Site(order, len(cont), ok(cont, i), tuple(confs), ok(guess, i))
-        for i, (order, cont, guess, confs) in enumerate(seen[: len(out) - 1])
-    ]
+    def site(i: int, order: int, cont: list[int], guess: list[int], gs: list) -> Site:  # noqa: ANN001
+        c = ok(guess, i)
+        j = i + 1 + c  # the reply's token where the guesses first go wrong
+        alts = [eagle.vocab[r] for r in gs[c].rows[1:]] if c < len(gs) and j < len(out) else []
+        rank = alts.index(out[j]) + 1 if out[j : j + 1] and out[j] in alts else 0
+        confs, alt_confs = tuple(g.conf for g in gs), tuple(g.confs[1:] for g in gs)
+        return Site(order, len(cont), ok(cont, i), confs, c, alt_confs, rank)
+
+    return [site(i, *x) for i, x in enumerate(seen[: len(out) - 1])]
 
 
 def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
@@ -124,46 +132,42 @@ def run(args: argparse.Namespace) -> int:
     costs = R.Costs([vc["verify_cost"][t] for t in sorted(vc["verify_cost"])],
                     _draft_step_cost(eng, ids))  # fmt: skip
     k = cfg.spec_k
-    lookup, guess = R.ngram(), R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)
+
+    def ctl(k_max: int, verify_cost: float = 1.0):  # noqa: ANN202
+        return lambda: AdaptiveK(k, k_max=k_max, verify_cost=verify_cost)
+
+    def tree(k_max: int = E.EAGLE_K, min_path: float = E.EAGLE_MIN_PATH,
+             alt_min: float = E.EAGLE_ALT_MIN, alts: int = 2) -> R.Choice:  # fmt: skip
+        return R.eagle_tree(k_max, min_path, alt_min, alts)
+
+    def behind_lookup(draft: R.Choice, min_n: int = E.HYBRID_MIN_N) -> R.Choice:
+        return R.hybrid(R.ngram(min_n=min_n), draft, min_n)
+
+    hyb = ctl(E.HYBRID_K_MAX)
+    chain = R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)  # without the runner-ups (before session 9)
     policies = {
-        "ngram": (lookup, lambda: AdaptiveK(k, k_max=8, verify_cost=1.0)),
-        "ngram_session2": (
-            R.ngram(min_n=2, cap_by_order=False),
-            lambda: AdaptiveK(k, k_max=8, verify_cost=1.5),
-        ),
-        "eagle": (guess, lambda: AdaptiveK(k, k_max=E.EAGLE_K, verify_cost=1.0)),
-        "eagle_session2": (R.eagle(2), lambda: AdaptiveK(k, k_max=2, verify_cost=1.0)),
-        "eagle_k3_always": (R.eagle(3), lambda: AdaptiveK(k, k_max=3, verify_cost=1.0)),
-        "hybrid": (
-            R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), guess, E.HYBRID_MIN_N),
-            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
-        ),
-        "hybrid_lookup_from_3": (
-            R.hybrid(R.ngram(min_n=3), guess, 3),
-            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
-        ),
-        "hybrid_session2": (
-            R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3),
-            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
-        ),
+        "ngram": (R.ngram(), ctl(8)),
+        "ngram_session2": (R.ngram(min_n=2, cap_by_order=False), ctl(8, 1.5)),
+        "eagle": (tree(), ctl(E.EAGLE_K)),
+        "eagle_chain": (chain, ctl(E.EAGLE_K)),
+        "eagle_session2": (R.eagle(2), ctl(2)),
+        "eagle_k3_always": (tree(3, 0.0), ctl(3)),
+        "hybrid": (behind_lookup(tree()), hyb),
+        "hybrid_chain": (behind_lookup(chain), hyb),
+        "hybrid_lookup_from_3": (behind_lookup(tree(), 3), hyb),
+        "hybrid_session2": (R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3), hyb),
+        # A fourth guess (traced up to 4) when the draft is sure of all of them.
+        "eagle_k4": (tree(4), ctl(4)),
+        "hybrid_k4": (behind_lookup(tree(4)), hyb),
     }
     for p in (0.2, 0.3, 0.5):  # the EAGLE threshold moved: do rows pay for less sure guesses?
-        g = R.eagle(E.EAGLE_K, p)
-        policies[f"eagle_path_{p}"] = (
-            g,
-            lambda: AdaptiveK(k, k_max=E.EAGLE_K, verify_cost=1.0),
-        )
-        policies[f"hybrid_path_{p}"] = (
-            R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), g, E.HYBRID_MIN_N),
-            lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
-        )
-    # A fourth guess (traced up to 4) when the draft is sure of all of them.
-    g4 = R.eagle(4, E.EAGLE_MIN_PATH)
-    policies["eagle_k4"] = (g4, lambda: AdaptiveK(k, k_max=4, verify_cost=1.0))
-    policies["hybrid_k4"] = (
-        R.hybrid(R.ngram(min_n=E.HYBRID_MIN_N), g4, E.HYBRID_MIN_N),
-        lambda: AdaptiveK(k, k_max=E.HYBRID_K_MAX, verify_cost=1.0),
-    )
+        policies[f"eagle_path_{p}"] = (tree(min_path=p), ctl(E.EAGLE_K))
+        policies[f"hybrid_path_{p}"] = (behind_lookup(tree(min_path=p)), hyb)
+    # Other runner-up thresholds, and the second likeliest alone.
+    for a, n in ((0.02, 2), (0.1, 2), (0.2, 2), (E.EAGLE_ALT_MIN, 1)):
+        label = f"{a}" if n == 2 else f"{a}_second_only"
+        policies[f"eagle_tree_{label}"] = (tree(alt_min=a, alts=n), ctl(E.EAGLE_K))
+        policies[f"hybrid_tree_{label}"] = (behind_lookup(tree(alt_min=a, alts=n)), hyb)
     rows = {}
     for name, (choose, make_k) in policies.items():
         tot = R.Replay()

@@ -23,7 +23,7 @@ i < n_accepted).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,6 +131,38 @@ def greedy(draft: np.ndarray, q: np.ndarray) -> Accept:
     best = q.argmax(axis=-1)  # (K+1,)
     n = _first_false(draft == best[:k])
     return Accept(n, int(best[n]), _prefix(n, k))
+
+
+@dataclass(frozen=True)
+class TreeAccept:
+    """What greedy verification of a chain with sibling leaves keeps."""
+
+    tokens: list[int]  # accepted drafts: a prefix of the chain, maybe then a sibling
+    next_token: int
+    sibling_row: int  # the verify row of the accepted sibling, -1 for none
+
+
+def greedy_siblings(
+    draft: np.ndarray, siblings: Sequence[tuple[int, int]], q: np.ndarray
+) -> TreeAccept:
+    """``greedy`` over a chain of K drafts with sibling leaves (a draft tree).
+
+    siblings[j] = (d, x): x is an alternative to draft[d], fed as verify row
+    K + 1 + j after the chain's K + 1 rows, following row d (the token before
+    draft[d]). Where the chain first fails (at d), the sibling that is q_d's
+    argmax is accepted and its own row gives the next token; greedy decoding
+    would have emitted exactly those tokens, since each row scores its path.
+    """
+    q = np.asarray(q)
+    k = len(draft)
+    chain = greedy(draft, q[: k + 1])
+    n = chain.n_accepted
+    kept = [int(t) for t in np.asarray(draft)[:n]]
+    for j, (d, x) in enumerate(siblings):
+        if d == n and x == chain.next_token:  # never draft[n]: it just failed
+            row = k + 1 + j
+            return TreeAccept([*kept, int(x)], int(q[row].argmax()), row)
+    return TreeAccept(kept, chain.next_token, -1)
 
 
 def top_k(draft: np.ndarray, q: np.ndarray, k: int, u_next: float | None = None) -> Accept:

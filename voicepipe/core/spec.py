@@ -29,6 +29,9 @@ from voicepipe.nn.sampling import SamplingParams, draw, probs
 class Proposal:
     tokens: list[int]  # (K,) drafts, K may be 0 (nothing to propose)
     probs: np.ndarray | None = None  # (K, V) draft distributions; None: deterministic drafter
+    # (d, x): x is an alternative to tokens[d] (a draft tree's leaf), verified in the
+    # same pass under greedy sampling when the target can (``Target.tree``).
+    siblings: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -38,16 +41,23 @@ class Scores:
 
 class Target(Protocol):
     length: int  # positions held in the target's KV cache
+    tree: bool  # optional (absent: False): score() takes parents, and move() exists
 
     def prefill(self, tokens: list[int]) -> np.ndarray:
         """Make the cache hold exactly ``tokens``; logits (V,) after the last one."""
         ...
 
-    def score(self, tokens: list[int]) -> Scores:
-        """Feed tokens after the cache; logits for each."""
+    def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
+        """Feed tokens after the cache; logits for each. parents: the tokens form a
+        tree (token i follows token parents[i]; -1 for the first), each scored on
+        its own path."""
         ...
 
     def rollback(self, length: int) -> None: ...
+
+    def move(self, src: int, dst: int) -> None:
+        """Cache slot src now holds position dst (an accepted sibling's keys)."""
+        ...
 
 
 class Proposer(Protocol):
@@ -67,8 +77,10 @@ class SpecMetrics:
     drafts: steps that verified ≥ 1 draft; drafted / accepted: draft tokens
     proposed / kept; by_pos_drafted[i] / by_pos_accepted[i]: steps whose
     position i was proposed / accepted; steps: target passes after prefill;
-    tokens: tokens emitted. time_*_ns: wall time inside the proposer's
-    ``propose``, the target's ``score`` (model pass), and acceptance + rollback.
+    tokens: tokens emitted. A sibling (a draft tree's leaf) counts as accepted
+    at its position when taken; siblings / sibling_hits: siblings verified /
+    taken. time_*_ns: wall time inside the proposer's ``propose``, the
+    target's ``score`` (model pass), and acceptance + rollback.
     """
 
     drafts: int = 0
@@ -76,6 +88,8 @@ class SpecMetrics:
     accepted: int = 0
     steps: int = 0
     tokens: int = 0
+    siblings: int = 0
+    sibling_hits: int = 0
     by_pos_drafted: list[int] = field(default_factory=list)
     by_pos_accepted: list[int] = field(default_factory=list)
     time_propose_ns: int = 0
@@ -113,7 +127,8 @@ class SpecMetrics:
         ]
 
     def merge(self, o: SpecMetrics) -> None:
-        for name in ("drafts", "drafted", "accepted", "steps", "tokens"):
+        counts = ("drafts", "drafted", "accepted", "steps", "tokens", "siblings", "sibling_hits")
+        for name in counts:
             setattr(self, name, getattr(self, name) + getattr(o, name))
         for name in ("time_propose_ns", "time_score_ns", "time_verify_ns"):
             setattr(self, name, getattr(self, name) + getattr(o, name))
@@ -133,6 +148,8 @@ class SpecMetrics:
             "accepted": self.accepted,
             "steps": self.steps,
             "tokens": self.tokens,
+            "siblings": self.siblings,
+            "sibling_hits": self.sibling_hits,
             "acceptance_rate": round(self.acceptance_rate, 4),
             "mean_accepted_len": round(self.mean_accepted_len, 4),
             "accept_by_pos": [round(x, 4) for x in self.accept_by_pos],
@@ -222,6 +239,7 @@ class SpeculativeDecoder:
         self.draft_cost = draft_cost
         self.clock = clock
         self.metrics = SpecMetrics()
+        self._tree = bool(getattr(target, "tree", False))  # optional in the protocol
 
     def _pick(self, logits: np.ndarray) -> int:
         if self.sp.greedy:
@@ -262,23 +280,38 @@ class SpeculativeDecoder:
             t1 = clock()
             drafts = list(prop.tokens)
             base = self.target.length  # the cache holds seq[:-1]
-            scores = self.target.score([last, *drafts])
+            sibs = prop.siblings if drafts and self.sp.greedy and self._tree else ()
+            if sibs:  # a tree: the chain, then each sibling after the row before its alternative
+                parents = [-1, *range(len(drafts)), *(d for d, _ in sibs)]
+                scores = self.target.score([last, *drafts, *(x for _, x in sibs)], parents)
+            else:
+                scores = self.target.score([last, *drafts])
             t2 = clock()
-            res = self._verify(drafts, prop, scores.logits)
-            self.target.rollback(base + 1 + res.n_accepted)
+            if sibs:
+                tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits)
+                n_acc = len(tree.tokens)
+                if tree.sibling_row >= 0:  # its keys move to the position it now holds
+                    self.target.move(base + tree.sibling_row, base + n_acc)
+                    m.sibling_hits += 1
+                m.siblings += len(sibs)
+                out = [*tree.tokens, tree.next_token]
+            else:
+                res = self._verify(drafts, prop, scores.logits)
+                n_acc = res.n_accepted
+                out = res.emitted(np.asarray(drafts, dtype=np.int64))
+            self.target.rollback(base + 1 + n_acc)
             t3 = clock()
-            out = res.emitted(np.asarray(drafts, dtype=np.int64))
             for i, tok in enumerate(out):  # cut at a stop token
                 if tok in stop_ids:
                     out = out[: i + 1]
                     break
             out = out[: max_new_tokens - produced]
             m.steps += 1
-            m.record(len(drafts), res.n_accepted)
+            m.record(len(drafts), n_acc)
             m.time_propose_ns += t1 - t0
             m.time_score_ns += t2 - t1
             m.time_verify_ns += t3 - t2
-            ctl.update(len(drafts), res.n_accepted)
+            ctl.update(len(drafts), n_acc)
             seq += out
             produced += len(out)
             m.tokens = produced

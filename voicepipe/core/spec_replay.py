@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from voicepipe.core.spec import AdaptiveK
 
@@ -28,6 +29,10 @@ class Site:
     and how many tokens it could propose; ngram_ok: how many of those the reply
     confirms. eagle_confs: the EAGLE draft's probability of each of its guesses
     (as many as traced); eagle_ok: how many of them the reply confirms.
+    eagle_alt_confs: at each guess, its probabilities of the runner-ups (the
+    next likeliest tokens: a tree's siblings); eagle_alt_ok: which runner-up is
+    the reply's token where the guesses first go wrong (at guess eagle_ok):
+    1 the second likeliest, 2 the third, 0 none.
     """
 
     ngram_order: int = 0
@@ -35,6 +40,8 @@ class Site:
     ngram_ok: int = 0
     eagle_confs: tuple[float, ...] = ()
     eagle_ok: int = 0
+    eagle_alt_confs: tuple[tuple[float, ...], ...] = ()
+    eagle_alt_ok: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,19 +59,29 @@ class Costs:
         return r[-1] + slope * (t - len(r))
 
 
-# A drafter's choice at a site, given the controller's K: (tokens drafted,
-# tokens the reply confirms among them, draft-model steps spent).
-Choice = Callable[[Site, int], tuple[int, int, int]]
+class Pick(NamedTuple):
+    """A drafter's choice at a site: tokens drafted along its deepest path, tokens
+    the reply confirms, draft-model steps spent, and verify rows beyond the path
+    (a tree's siblings)."""
+
+    drafted: int
+    ok: int
+    steps: int
+    extra_rows: int = 0
+
+
+# A drafter's choice at a site, given the controller's K.
+Choice = Callable[[Site, int], Pick]
 
 
 def ngram(min_n: int = 1, cap_by_order: bool = True) -> Choice:
     """Prompt lookup as core.ngram.NgramProposer proposes (capped by its match order)."""
 
-    def choose(s: Site, k: int) -> tuple[int, int, int]:
+    def choose(s: Site, k: int) -> Pick:
         if s.ngram_order < min_n:
-            return 0, 0, 0
+            return Pick(0, 0, 0)
         n = min(k, s.ngram_len, s.ngram_order if cap_by_order else k)
-        return n, min(n, s.ngram_ok), 0
+        return Pick(n, min(n, s.ngram_ok), 0)
 
     return choose
 
@@ -72,15 +89,38 @@ def ngram(min_n: int = 1, cap_by_order: bool = True) -> Choice:
 def eagle(k_max: int, min_path: float = 0.0) -> Choice:
     """The EAGLE proposer: one guess, then more while its path probability is ≥ min_path."""
 
-    def choose(s: Site, k: int) -> tuple[int, int, int]:
+    def choose(s: Site, k: int) -> Pick:
         k = min(k, k_max, len(s.eagle_confs))
         if k <= 0:
-            return 0, 0, 0
+            return Pick(0, 0, 0)
         n, path = 1, s.eagle_confs[0]
         while n < k and path >= min_path:
             path *= s.eagle_confs[n]
             n += 1
-        return n, min(n, s.eagle_ok), n
+        return Pick(n, min(n, s.eagle_ok), n)
+
+    return choose
+
+
+def eagle_tree(k_max: int, min_path: float, alt_min: float, alts: int = 2) -> Choice:
+    """eagle()'s guesses, plus at each guess up to ``alts`` runner-ups as sibling
+    leaves (a verify row each, no draft step) where the draft's probability of
+    reaching one (the guesses before it, then the runner-up) is ≥ alt_min."""
+    chain = eagle(k_max, min_path)
+
+    def choose(s: Site, k: int) -> Pick:
+        p = chain(s, k)
+        if not p.drafted or not s.eagle_alt_confs:
+            return p
+        extra, path, ok = 0, 1.0, p.ok
+        for d in range(p.drafted):
+            for rank, conf in enumerate(s.eagle_alt_confs[d][:alts], 1):
+                if path * conf >= alt_min:
+                    extra += 1
+                    if d == p.ok < p.drafted and rank == s.eagle_alt_ok:
+                        ok += 1  # the sibling where the guesses went wrong is right
+            path *= s.eagle_confs[d]
+        return Pick(p.drafted, ok, p.steps, extra)
 
     return choose
 
@@ -88,7 +128,7 @@ def eagle(k_max: int, min_path: float = 0.0) -> Choice:
 def hybrid(lookup: Choice, draft: Choice, min_order: int) -> Choice:
     """Prompt lookup where its match has ≥ min_order tokens, the draft otherwise."""
 
-    def choose(s: Site, k: int) -> tuple[int, int, int]:
+    def choose(s: Site, k: int) -> Pick:
         if s.ngram_order >= min_order:
             return lookup(s, k)
         return draft(s, k)
@@ -121,11 +161,11 @@ def replay(
     i = 0
     while i < len(sites):
         k = min(ctl.next_k(), len(sites) - i - 1)
-        drafted, ok, steps = choose(sites[i], k) if k > 0 else (0, 0, 0)
-        r.cost += costs.verify(drafted + 1) + steps * costs.draft_step
+        p = choose(sites[i], k) if k > 0 else Pick(0, 0, 0)
+        r.cost += costs.verify(p.drafted + p.extra_rows + 1) + p.steps * costs.draft_step
         r.passes += 1
-        ctl.update(drafted, ok)
-        i += ok + 1
+        ctl.update(p.drafted, p.ok)
+        i += p.ok + 1
     return r
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -42,6 +43,24 @@ class FeatureTarget(ModelTarget):
     def __init__(self, model: llama.Transformer, max_len: int | None = None) -> None:
         super().__init__(model, max_len)
         self.feats = torch.zeros(self.cache.max_len, model.args.dim)  # (Tmax, dim) fp32
+        self.tree = model.fused is not None  # the kernel scores trees of rows
+
+
+class Guess(NamedTuple):
+    """A draft step's head read out: its likeliest rows, argmax first, and their
+    softmax probabilities (how sure the draft is of each); the rows after the
+    first are a tree's siblings."""
+
+    rows: tuple[int, ...]
+    confs: tuple[float, ...]
+
+    @property
+    def row(self) -> int:
+        return self.rows[0]
+
+    @property
+    def conf(self) -> float:
+        return self.confs[0]
 
 
 class PerOpDraft:
@@ -69,13 +88,12 @@ class PerOpDraft:
 
     def step(
         self, cache: KVCache, f: torch.Tensor, tokens: list[int], pos: int
-    ) -> tuple[torch.Tensor, int, float]:
+    ) -> tuple[torch.Tensor, Guess]:
         """Feed rows t = (f[t], embedding of tokens[t]) at pos; the last row's predicted
-        feature (dim,), argmax row and that row's probability under the draft (how
-        sure it is)."""
+        feature (dim,) and what the head makes of it."""
         e = self.emb[torch.as_tensor(tokens)].float()
         h = self.draft(f[None], e[None], cache, pos)[0, -1]
-        return (h, *_top(self.head.fn(h[None].to(self.head_dt))[0].float()))
+        return h, _top(self.head.fn(h[None].to(self.head_dt))[0].float())
 
 
 class FusedDraft:
@@ -140,18 +158,19 @@ class FusedDraft:
 
     def step(
         self, cache: KVCache, f: torch.Tensor, tokens: list[int], pos: int
-    ) -> tuple[torch.Tensor, int, float]:
+    ) -> tuple[torch.Tensor, Guess]:
         t = torch.tensor(tokens, dtype=torch.long)
-        h, row, conf = self.model.eagle_step(f.contiguous(), t, cache.kv, pos)
+        h, rows, confs = self.model.eagle_step(f.contiguous(), t, cache.kv, pos)
         cache.advance(pos + len(tokens))
-        return h, row, conf
+        return h, Guess(tuple(rows), tuple(confs))
 
 
-def _top(logits: torch.Tensor) -> tuple[int, float]:
-    """(argmax, its softmax probability) of one row of logits."""
+def _top(logits: torch.Tensor, k: int = 3) -> Guess:
+    """The k likeliest rows of one row of logits and their softmax probabilities
+    (as many as the kernel's eagle_step reads out)."""
     p = torch.softmax(logits, dim=-1)
-    row = int(p.argmax())
-    return row, float(p[row])
+    v, i = torch.topk(p, k)
+    return Guess(tuple(i.tolist()), tuple(v.tolist()))
 
 
 DraftRunner = PerOpDraft | FusedDraft
@@ -179,10 +198,21 @@ class EagleProposer:
     ``min_path``: the draft is well calibrated (first guesses it gave < 0.1
     were right 11 % of the time, ≥ 0.8 96 %: bench replay), so a guess after an unsure one
     would mostly cost a draft step and a verify row for nothing.
+
+    With ``alt_min`` (and a target that scores trees), each guess's runner-ups
+    are proposed as sibling leaves where the draft's probability of one (the
+    guesses before it, then the runner-up) is at least alt_min: a verify row
+    but no draft step, since the same head read gave it. Where the first guess
+    is wrong the second likeliest is right a third of the time (bench replay).
     """
 
     def __init__(
-        self, runner: DraftRunner, target: FeatureTarget, name: str = "", min_path: float = 0.0
+        self,
+        runner: DraftRunner,
+        target: FeatureTarget,
+        name: str = "",
+        min_path: float = 0.0,
+        alt_min: float | None = None,
     ) -> None:
         a = target.model.args
         if runner.args.dim != a.dim:
@@ -196,7 +226,15 @@ class EagleProposer:
         self.vocab = runner.vocab
         self.ctx: list[int] = []  # context whose true features fill the draft cache
         self.min_path = min_path
-        self.confs: list[float] = []  # the draft's probability of each token it last proposed
+        self.alt_min = alt_min
+        # What the head said at each guess it last proposed (its probability, and the
+        # runner-up's): what a replay of drafting policies reads (bench replay).
+        self.guesses: list[Guess] = []
+
+    @property
+    def confs(self) -> list[float]:
+        """The draft's probability of each token it last proposed."""
+        return [g.conf for g in self.guesses]
 
     def reset(self) -> None:
         self.cache.reset()
@@ -215,20 +253,33 @@ class EagleProposer:
         c = min(max(0, same - 1), self.cache.length, n - 1)
         self.cache.rollback(c)
         f = self.t.feats[c:n]  # (T, dim)
-        h, row, conf = self.runner.step(self.cache, f, context[c + 1 : n + 1], c)  # h ≈ feature n
+        h, g = self.runner.step(self.cache, f, context[c + 1 : n + 1], c)  # h ≈ feature n
         self.ctx = list(context)
-        tokens = [self.vocab[row]]
-        self.confs = [conf]
-        path = conf  # the draft's probability of its whole proposal so far
+        tokens = [self.vocab[g.row]]
+        self.guesses = [g]
+        path = g.conf  # the draft's probability of its whole proposal so far
         for i in range(k - 1):
             if path < self.min_path:  # the next guess would rarely survive verification
                 break
-            h, row, conf = self.runner.step(self.cache, h[None], tokens[-1:], n + i)
-            tokens.append(self.vocab[row])
-            self.confs.append(conf)
-            path *= conf
+            h, g = self.runner.step(self.cache, h[None], tokens[-1:], n + i)
+            tokens.append(self.vocab[g.row])
+            self.guesses.append(g)
+            path *= g.conf
         self.cache.rollback(n)  # speculative rows never stay in the cache
-        return Proposal(tokens=tokens)
+        return Proposal(tokens=tokens, siblings=self._siblings())
+
+    def _siblings(self) -> tuple[tuple[int, int], ...]:
+        if self.alt_min is None or not self.t.tree:
+            return ()
+        out, path = [], 1.0
+        for d, g in enumerate(self.guesses):
+            out += [
+                (d, self.vocab[r])
+                for r, p in zip(g.rows[1:], g.confs[1:], strict=True)
+                if path * p >= self.alt_min
+            ]
+            path *= g.conf
+        return tuple(out)
 
 
 def draft_path(name_or_path: str = DEFAULT_DRAFT) -> Path:
@@ -273,13 +324,14 @@ def attach(
     fused: bool | None = None,
     name: str = "eagle",
     min_path: float = 0.0,
+    alt_min: float | None = None,
 ) -> tuple[FeatureTarget, EagleProposer]:
     """A FeatureTarget over model and a proposer reading it (fresh caches).
 
     Pass a ``prepare``d runner to share the draft's inference weights between
-    sessions; an EagleDraft is prepared here (once per call). min_path: see
-    EagleProposer.
+    sessions; an EagleDraft is prepared here (once per call). min_path,
+    alt_min: see EagleProposer.
     """
     runner = prepare(draft, model, fused) if isinstance(draft, EagleDraft) else draft
     target = FeatureTarget(model, max_len)
-    return target, EagleProposer(runner, target, name=name, min_path=min_path)
+    return target, EagleProposer(runner, target, name, min_path, alt_min)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -45,11 +46,13 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
     digest = hashlib.sha256()
     for rel in (main, *headers):
         digest.update((KERNELS_DIR / rel).read_bytes())
+    ext = f"voicepipe_{name}_{digest.hexdigest()[:10]}"
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import get_default_build_root, load
 
+        _clear_stale_lock(Path(get_default_build_root()) / ext / "lock")
         return load(
-            name=f"voicepipe_{name}_{digest.hexdigest()[:10]}",
+            name=ext,
             sources=[str(src)],
             extra_cflags=["-O3", "-march=native", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
@@ -58,6 +61,24 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
     except Exception as e:  # no compiler / headers: the reference path still works
         warnings.warn(f"kernels/{main} not built ({e}); using the PyTorch reference", stacklevel=3)
         return None
+
+
+STALE_LOCK_S = 600.0  # a build takes 1-2 minutes here
+
+
+def _clear_stale_lock(lock: Path) -> None:
+    """Remove a build lock left by a build that was killed (e.g. Ctrl-C on first use).
+
+    torch waits for the lock to go away, so a stale one would hang every later
+    start; one older than any real build is removed.
+    """
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > STALE_LOCK_S:
+        warnings.warn(f"removing a stale kernel build lock ({age:.0f} s old): {lock}", stacklevel=4)
+        lock.unlink(missing_ok=True)
 
 
 def llama_step() -> ModuleType | None:

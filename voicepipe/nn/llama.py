@@ -151,6 +151,7 @@ def forward(
     last_only: bool = False,
     rowwise: bool = False,
     feats: torch.Tensor | None = None,
+    parents: list[int] | None = None,
 ) -> torch.Tensor:
     """Feed tokens (T,) at positions [pos, pos+T); returns fp32 logits (T, V) or (1, V).
 
@@ -159,8 +160,14 @@ def forward(
     feats: a (max_len, dim) fp32 buffer whose rows [pos, pos+T) receive the fed
     rows' last hidden states after the final norm (what the head reads), e.g.
     for an EAGLE-style draft.
+    parents: the rows form a tree (row t follows row parents[t], -1 for row 0):
+    row t stays in cache slot pos + t, is scored at position pos + its depth on
+    its own path only (fused kernel, with feats; ``ModelTarget.move`` then places
+    an accepted row).
     """
     T = tokens.shape[0]
+    if parents is not None and (m.fused is None or feats is None):
+        raise ValueError("a tree of rows needs the fused kernel and a feature buffer")
     if m.fused is not None:  # always row-wise, so every row is bit-identical to a decode step
         if pos + T > cache.max_len:
             raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
@@ -168,7 +175,7 @@ def forward(
         if feats is None:
             logits = m.fused.forward(t, cache.kv, pos, last_only)
         else:  # the kernel writes the normed rows itself: no tensor, norm or copy here
-            logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats)
+            logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats, parents or [])
         cache.advance(pos + T)
         return logits
     a = m.args
@@ -233,6 +240,7 @@ def verify(
     cache: KVCache,
     tokens: list[int] | torch.Tensor,
     feats: torch.Tensor | None = None,
+    parents: list[int] | None = None,
 ) -> torch.Tensor:
     """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V).
 
@@ -241,4 +249,4 @@ def verify(
     to ``decode_step``, so greedy speculation is token-identical to greedy decoding.
     """
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, rowwise=True, feats=feats)
+    return forward(m, cache, t, cache.length, rowwise=True, feats=feats, parents=parents)

@@ -1,0 +1,50 @@
+"""`voicepipe bench draft` and `bench replay` run and report what docs/BENCHMARKS.md quotes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def _bench(*args: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "voicepipe.cli", "bench", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_bench_draft_weighs_the_draft_tree_against_the_chain() -> None:
+    r = _bench("draft", "--engine", "--threads", "1", "--n", "3", "--max-new", "48",
+               "--drafters", "ngram+smollm2-draft", "--siblings", "0.05,off")  # fmt: skip
+    rows = r["drafters"]
+    tree, chain = (
+        rows["ngram+smollm2-draft siblings=0.05"],
+        rows["ngram+smollm2-draft siblings=off"],
+    )
+    for row in (tree, chain):
+        assert row["identical"] == "3/3" and row["tokens"] == r["plain"]["tokens"]
+    assert chain["siblings"] == chain["sibling_hits"] == 0
+    assert tree["siblings"] > 0 and 0 < tree["sibling_hits"] <= tree["steps"]
+
+
+def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
+    r = _bench("replay", "--n", "3", "--max-new", "48")
+    pol = r["policies"]
+    assert {
+        "hybrid",
+        "hybrid_chain",
+        "eagle",
+        "eagle_chain",
+        "hybrid_tree_0.05_second_only",
+    } <= set(pol)
+    tokens = {p["tokens"] for p in pol.values()}
+    assert len(tokens) == 1  # every policy replays the same replies
+    # The runner-ups cost rows, never passes: the tree needs no more passes than the chain.
+    assert pol["eagle"]["passes"] <= pol["eagle_chain"]["passes"]
+    assert pol["eagle"]["cost_per_pass"] > pol["eagle_chain"]["cost_per_pass"]
+    assert r["first_guess"]["eagle_by_confidence"]
