@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -121,10 +122,14 @@ class Model {
   }
 
   // Feed tokens (T,) at positions [pos, pos+T); write their keys/values into kv.
-  // Returns fp32 logits (T, V), or (1, V) with last_only.
-  torch::Tensor forward(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only) {
+  // Returns fp32 logits (T, V), or (1, V) with last_only; best (optional, int64,
+  // one entry per logits row) receives each row's argmax, found while the head
+  // computes it (what greedy decoding needs, without reading the logits back).
+  torch::Tensor forward(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only,
+                        std::optional<torch::Tensor> best) {
     std::vector<float> x = embed_rows(tokens);
-    return run(x, tokens.size(0), kv, pos, last_only);
+    const int64_t T = tokens.size(0);
+    return run(x, T, kv, pos, last_only, nullptr, nullptr, best_ptr(best, last_only ? 1 : T));
   }
 
   // forward() that also writes every fed row's final-normed hidden state (what
@@ -138,16 +143,18 @@ class Model {
   // path order: exactly the keys a decode of its path would see, in the same
   // order, so its logits are bit-identical to that decode's (Tree).
   torch::Tensor forward_into(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only,
-                             torch::Tensor feats, std::vector<int64_t> parents) {
+                             torch::Tensor feats, std::vector<int64_t> parents,
+                             std::optional<torch::Tensor> best) {
     TORCH_CHECK(feats.scalar_type() == torch::kFloat && feats.is_contiguous() && feats.dim() == 2 &&
                     feats.size(1) == dim_ && pos >= 0 && pos + tokens.numel() <= feats.size(0),
                 "feats must be a contiguous (max_len, dim) float32 tensor covering the rows fed");
     std::vector<float> x = embed_rows(tokens);
     const int64_t T = tokens.size(0);
-    if (parents.empty())
-      return run(x, T, kv, pos, last_only, feats.data_ptr<float>() + pos * dim_);
+    int64_t* bp = best_ptr(best, last_only ? 1 : T);
+    float* out = feats.data_ptr<float>() + pos * dim_;
+    if (parents.empty()) return run(x, T, kv, pos, last_only, out, nullptr, bp);
     const Tree tree(parents, T);
-    return run(x, T, kv, pos, last_only, feats.data_ptr<float>() + pos * dim_, &tree);
+    return run(x, T, kv, pos, last_only, out, &tree, bp);
   }
 
   // The input projection of an EAGLE draft run on this (one-layer) model: x = fc([f ; e]) + b.
@@ -230,8 +237,17 @@ class Model {
 
   // normed_out (T, dim), when given, receives every row's final-normed state,
   // and the head reads its rows from there (the same values as without it).
+  static int64_t* best_ptr(std::optional<torch::Tensor>& best, int64_t rows) {
+    if (!best) return nullptr;
+    TORCH_CHECK(best->scalar_type() == torch::kLong && best->is_contiguous() &&
+                    best->numel() == rows,
+                "best must be a contiguous int64 tensor with one entry per logits row");
+    return best->data_ptr<int64_t>();
+  }
+
   torch::Tensor run(std::vector<float>& x, int64_t T, torch::Tensor kv, int64_t pos,
-                    bool last_only, float* normed_out = nullptr, const Tree* tree = nullptr) {
+                    bool last_only, float* normed_out = nullptr, const Tree* tree = nullptr,
+                    int64_t* best = nullptr) {
     TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
                     kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
                     kv.size(2) == Hkv_ && kv.size(4) == D_,
@@ -281,7 +297,7 @@ class Model {
       for (int64_t t = 0; t < rows; ++t) rms_norm(&x[(first + t) * dim], nw, &h[t * dim], dim, eps_);
     }
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
-    matmul(head_, head_in, logits.data_ptr<float>(), rows, threads_);
+    matmul(head_, head_in, logits.data_ptr<float>(), rows, threads_, best);
     return logits;
   }
 
@@ -450,25 +466,36 @@ class Model {
 }  // namespace
 
 // The matrix kernel the fused step uses, exposed for tests against reference.py.
-torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix) {
+// best (optional, int64 (M,)): each row's argmax, as the head's product finds it.
+torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix,
+                   std::optional<torch::Tensor> best) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous(),
               "x must be a contiguous (M, K) float32 tensor");
   const QW q = make_qw(matrix);
   TORCH_CHECK(x.size(1) == q.k, "x and w disagree on K");
+  TORCH_CHECK(!best || (best->scalar_type() == torch::kLong && best->is_contiguous() &&
+                        best->numel() == x.size(0)),
+              "best must be a contiguous int64 tensor with one entry per row of x");
   auto y = torch::empty({x.size(0), q.n}, x.options());
-  matmul(q, x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), at::get_num_threads());
+  matmul(q, x.data_ptr<float>(), y.data_ptr<float>(), x.size(0), at::get_num_threads(),
+         best ? best->data_ptr<int64_t>() : nullptr);
   return y;
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("vnni") = kVnni;
-  m.def("gemm", &gemm, "the fused step's y = x @ Wᵀ, W given as [w, scale] (int8) or [nibbles, d, m] (q4)");
+  m.def("gemm", &gemm,
+        "the fused step's y = x @ Wᵀ, W given as [w, scale] (int8) or [nibbles, d, m] (q4); "
+        "best: each row's argmax",
+        pybind11::arg("x"), pybind11::arg("matrix"), pybind11::arg("best") = std::nullopt);
   pybind11::class_<Model>(m, "Model")
       .def(pybind11::init<int64_t, int64_t, int64_t, double, torch::Tensor, torch::Tensor,
                           torch::Tensor, torch::Tensor, std::vector<std::vector<torch::Tensor>>,
                           std::vector<std::vector<std::vector<torch::Tensor>>>,
                           std::vector<torch::Tensor>>())
-      .def("forward", &Model::forward, "logits of tokens fed at pos",
+      .def("forward", &Model::forward, "logits of tokens fed at pos (best: their argmax rows)",
+           pybind11::arg("tokens"), pybind11::arg("kv"), pybind11::arg("pos"),
+           pybind11::arg("last_only"), pybind11::arg("best") = std::nullopt,
            pybind11::call_guard<pybind11::gil_scoped_release>())
       .def_readwrite("threads", &Model::threads_, "threads of a step (default 1)")
       .def("forward_into", &Model::forward_into,
@@ -476,7 +503,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            "parents: the rows' tree (row t follows row parents[t]; [] for a chain)",
            pybind11::arg("tokens"), pybind11::arg("kv"), pybind11::arg("pos"),
            pybind11::arg("last_only"), pybind11::arg("feats"),
-           pybind11::arg("parents") = std::vector<int64_t>{},
+           pybind11::arg("parents") = std::vector<int64_t>{}, pybind11::arg("best") = std::nullopt,
            pybind11::call_guard<pybind11::gil_scoped_release>())
       .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
       .def("eagle_step", &Model::eagle_step,

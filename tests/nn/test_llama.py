@@ -181,3 +181,14 @@ def test_exact_rule_on_real_next_token_distribution(int8, int4, tok) -> None:
         counts[bin_of[r.emitted(np.array([x]))[0]]] += 1
     stat, dof = chi2(counts, qb)
     assert stat < chi2_critical(dof), (stat, dof)
+
+
+@pytest.mark.parametrize("use_kernels", [True, False])
+def test_scores_carry_each_rows_argmax(tok, use_kernels: bool) -> None:
+    # Greedy verification reads Scores.best: the fused head finds it as it runs,
+    # the per-op path by an argmax; either way the logits' own argmax.
+    m = llama.load(gguf_path("smollm2-135m"), "int4", max_len=64, kernels=use_kernels)[0]
+    t = ModelTarget(m, 64)
+    t.prefill(tok.encode(PROMPTS[0]))
+    s = t.score([11, 22, 33])
+    assert s.best is not None and s.best.tolist() == s.logits.argmax(-1).tolist()

@@ -261,3 +261,40 @@ def test_trees_need_the_fused_kernel(path) -> None:
     m = llama.load(path, "int4", max_len=64, kernels=False)[0]
     with pytest.raises(ValueError, match="fused kernel"):
         llama.verify(m, m.new_cache(), [1, 2], torch.zeros(64, m.args.dim), [-1, 0])
+
+
+def test_the_heads_argmax_comes_with_the_logits(mod, path) -> None:
+    # Found a chunk of columns at a time while the head runs: the same rows as an
+    # argmax over the returned logits, with or without feats, a tree or last_only.
+    m = llama.load(path, "int4", max_len=64)[0]
+    toks = torch.tensor([5, 6, 7, 8, 9])
+    best = torch.empty(5, dtype=torch.long)
+    logits = m.fused.forward(toks, m.new_cache().kv, 0, False, best)
+    assert torch.equal(best, logits.argmax(-1))
+    one = torch.empty(1, dtype=torch.long)
+    last = m.fused.forward(toks, m.new_cache().kv, 0, True, one)
+    assert int(one) == int(last.argmax())
+    feats = torch.zeros(64, m.args.dim)
+    tree = [-1, 0, 1, 0, 3]
+    logits = m.fused.forward_into(toks, m.new_cache().kv, 0, False, feats, tree, best)
+    assert torch.equal(best, logits.argmax(-1))
+    with pytest.raises(RuntimeError, match="one entry per logits row"):
+        m.fused.forward(toks, m.new_cache().kv, 0, True, best)
+    # Ties go to the first column, as argmax's. int4 (the head's format) computes
+    # each output in its own lane of the same instructions, so a matrix whose
+    # second 1,024 rows repeat its first ties exactly across the 1,024-column
+    # chunks the scan folds, and rows 3 and 7 within one.
+    from voicepipe.nn.qlinear import Linear
+
+    w = torch.randn(2048, 576)
+    w[7] = w[3]
+    w[1024:] = w[:1024]
+    x = torch.randn(4, 576)
+    x[0] = w[3] * 10  # row 0's top: the tie of columns 3, 7, 1027 and 1031
+    got = torch.empty(4, dtype=torch.long)
+    y = mod.gemm(x, fused.matrix(Linear(w, None, "int4")), got)
+    assert torch.equal(y[:, 1024:], y[:, :1024]) and torch.equal(y[:, 7], y[:, 3])
+    assert torch.equal(got, y.argmax(-1)) and bool((got < 1024).all())
+    assert int(got[0]) == 3
+    y = mod.gemm(x, fused.matrix(Linear(w, None, "int8")), got)
+    assert torch.equal(got, y.argmax(-1))

@@ -120,15 +120,16 @@ def exact(
     return relaxed(draft, p, q, u, u_next, beta=0.0)
 
 
-def greedy(draft: np.ndarray, q: np.ndarray) -> Accept:
+def greedy(draft: np.ndarray, q: np.ndarray, argmax: np.ndarray | None = None) -> Accept:
     """Accept while x_i == argmax q_i; the next token is argmax of the first failing row.
 
-    q may be probabilities or logits (only the argmax matters). Output is
+    q may be probabilities or logits (only the argmax matters); argmax, when
+    the target already found it (``Scores.best``), saves reading q. Output is
     token-identical to greedy decoding of the target.
     """
     q = np.asarray(q)
     draft, k = _check(draft, q)
-    best = q.argmax(axis=-1)  # (K+1,)
+    best = q.argmax(axis=-1) if argmax is None else argmax  # (K+1,)
     n = _first_false(draft == best[:k])
     return Accept(n, int(best[n]), _prefix(n, k))
 
@@ -143,7 +144,10 @@ class TreeAccept:
 
 
 def greedy_siblings(
-    draft: np.ndarray, siblings: Sequence[tuple[int, int]], q: np.ndarray
+    draft: np.ndarray,
+    siblings: Sequence[tuple[int, int]],
+    q: np.ndarray,
+    argmax: np.ndarray | None = None,
 ) -> TreeAccept:
     """``greedy`` over a chain of K drafts with sibling leaves (a draft tree).
 
@@ -152,16 +156,18 @@ def greedy_siblings(
     draft[d]). Where the chain first fails (at d), the sibling that is q_d's
     argmax is accepted and its own row gives the next token; greedy decoding
     would have emitted exactly those tokens, since each row scores its path.
+    argmax: as for ``greedy``.
     """
     q = np.asarray(q)
+    best = q.argmax(axis=-1) if argmax is None else argmax
     k = len(draft)
-    chain = greedy(draft, q[: k + 1])
+    chain = greedy(draft, q[: k + 1], best[: k + 1])
     n = chain.n_accepted
     kept = [int(t) for t in np.asarray(draft)[:n]]
     for j, (d, x) in enumerate(siblings):
         if d == n and x == chain.next_token:  # never draft[n]: it just failed
             row = k + 1 + j
-            return TreeAccept([*kept, int(x)], int(q[row].argmax()), row)
+            return TreeAccept([*kept, int(x)], int(best[row]), row)
     return TreeAccept(kept, chain.next_token, -1)
 
 

@@ -37,6 +37,7 @@ class Proposal:
 @dataclass(frozen=True)
 class Scores:
     logits: np.ndarray  # (K+1, V) target logits; row i scores the token after fed token i
+    best: np.ndarray | None = None  # (K+1,) each row's argmax, if the target found it
 
 
 class Target(Protocol):
@@ -288,7 +289,7 @@ class SpeculativeDecoder:
                 scores = self.target.score([last, *drafts])
             t2 = clock()
             if sibs:
-                tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits)
+                tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits, scores.best)
                 n_acc = len(tree.tokens)
                 if tree.sibling_row >= 0:  # its keys move to the position it now holds
                     self.target.move(base + tree.sibling_row, base + n_acc)
@@ -296,7 +297,7 @@ class SpeculativeDecoder:
                 m.siblings += len(sibs)
                 out = [*tree.tokens, tree.next_token]
             else:
-                res = self._verify(drafts, prop, scores.logits)
+                res = self._verify(drafts, prop, scores)
                 n_acc = res.n_accepted
                 out = res.emitted(np.asarray(drafts, dtype=np.int64))
             self.target.rollback(base + 1 + n_acc)
@@ -320,10 +321,11 @@ class SpeculativeDecoder:
             if last in stop_ids:
                 break
 
-    def _verify(self, drafts: list[int], prop: Proposal, logits: np.ndarray) -> accept.Accept:
+    def _verify(self, drafts: list[int], prop: Proposal, scores: Scores) -> accept.Accept:
         d = np.asarray(drafts, dtype=np.int64)
+        logits = scores.logits
         if self.sp.greedy:
-            return accept.greedy(d, logits)
+            return accept.greedy(d, logits, scores.best)
         q = probs(logits, self.sp)
         k = len(drafts)
         return accept.exact(d, prop.probs, q, self.rng.random(k), float(self.rng.random()))

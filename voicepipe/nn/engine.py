@@ -64,9 +64,10 @@ class ModelTarget:
         return logits.numpy()
 
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
-        logits = llama.verify(self.model, self.cache, tokens, self.feats, parents)
+        best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
+        logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best)
         self.fed += tokens
-        return Scores(logits.numpy())
+        return Scores(logits.numpy(), best.numpy())
 
     def rollback(self, length: int) -> None:
         self.cache.rollback(length)

@@ -152,6 +152,7 @@ def forward(
     rowwise: bool = False,
     feats: torch.Tensor | None = None,
     parents: list[int] | None = None,
+    best: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Feed tokens (T,) at positions [pos, pos+T); returns fp32 logits (T, V) or (1, V).
 
@@ -164,6 +165,9 @@ def forward(
     row t stays in cache slot pos + t, is scored at position pos + its depth on
     its own path only (fused kernel, with feats; ``ModelTarget.move`` then places
     an accepted row).
+    best: an int64 tensor, one entry per logits row, receiving each row's argmax
+    (the fused kernel finds it while the head runs, before the logits leave
+    the cache).
     """
     T = tokens.shape[0]
     if parents is not None and (m.fused is None or feats is None):
@@ -173,9 +177,9 @@ def forward(
             raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
         t = tokens.contiguous()
         if feats is None:
-            logits = m.fused.forward(t, cache.kv, pos, last_only)
+            logits = m.fused.forward(t, cache.kv, pos, last_only, best)
         else:  # the kernel writes the normed rows itself: no tensor, norm or copy here
-            logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats, parents or [])
+            logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats, parents or [], best)
         cache.advance(pos + T)
         return logits
     a = m.args
@@ -212,11 +216,13 @@ def forward(
     if feats is not None:  # every row normed, as the head reads them
         x = F.rms_norm(x, (dim,), m.norm, eps)
         feats[pos:end] = x.float()
-        return m.output.fn(x[-1:] if last_only else x).float()
-    if last_only:
-        x = x[-1:]
-    x = F.rms_norm(x, (dim,), m.norm, eps)
-    return m.output.fn(x).float()  # (T, V)
+        logits = m.output.fn(x[-1:] if last_only else x).float()
+    else:
+        x = F.rms_norm(x[-1:] if last_only else x, (dim,), m.norm, eps)
+        logits = m.output.fn(x).float()  # (T, V)
+    if best is not None:
+        best.copy_(logits.argmax(-1))
+    return logits
 
 
 def prefill(
@@ -241,12 +247,14 @@ def verify(
     tokens: list[int] | torch.Tensor,
     feats: torch.Tensor | None = None,
     parents: list[int] | None = None,
+    best: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V).
+    """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V) (and
+    their argmax rows into best, see forward).
 
     Row i scores the token after tokens[i]. Roll back with cache.rollback().
     With batch-invariant linear kernels (int8 / int4) every row is bit-identical
     to ``decode_step``, so greedy speculation is token-identical to greedy decoding.
     """
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, rowwise=True, feats=feats, parents=parents)
+    return forward(m, cache, t, cache.length, rowwise=True, feats=feats, parents=parents, best=best)
