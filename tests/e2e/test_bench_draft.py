@@ -40,7 +40,7 @@ def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
         "hybrid_chain",
         "eagle",
         "eagle_chain",
-        "hybrid_tree_0.05_second_only",
+        "hybrid_tree_0.15_second_only",
     } <= set(pol)
     tokens = {p["tokens"] for p in pol.values()}
     assert len(tokens) == 1  # every policy replays the same replies

@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         policies[f"eagle_path_{p}"] = (tree(min_path=p), ctl(E.EAGLE_K))
         policies[f"hybrid_path_{p}"] = (behind_lookup(tree(min_path=p)), hyb)
     # Other runner-up thresholds, and the second likeliest alone.
-    for a, n in ((0.02, 2), (0.1, 2), (0.2, 2), (E.EAGLE_ALT_MIN, 1)):
+    for a, n in ((0.05, 2), (0.1, 2), (0.3, 2), (E.EAGLE_ALT_MIN, 1)):
         label = f"{a}" if n == 2 else f"{a}_second_only"
         policies[f"eagle_tree_{label}"] = (tree(alt_min=a, alts=n), ctl(E.EAGLE_K))
         policies[f"hybrid_tree_{label}"] = (behind_lookup(tree(alt_min=a, alts=n)), hyb)

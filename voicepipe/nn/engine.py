@@ -237,11 +237,14 @@ EAGLE_K = 3  # the EAGLE draft's longest proposal in the engine
 EAGLE_MIN_PATH = 0.4
 # ... and each guess's two runner-ups as sibling leaves (a verify row each, no draft
 # step) while the draft's probability of one is ≥ this: where the first guess is
-# wrong the second likeliest token is right a third of the time. Replayed over 40
-# held-out prompts (bench replay's sites): 11 % fewer passes, +7.5 % by best-of pass
-# costs and +6.5 % by costs measured inside real loops; 0.02-0.1 within 1 %, the
-# second likeliest alone +4.7 %.
-EAGLE_ALT_MIN = 0.05
+# wrong the second likeliest token is right a third of the time. A row's price
+# depends on the host: inside real loops ~0.05 decodes while the weight stream is
+# slow (plain decoding ~130 tok/s here), ~0.09-0.13 when it is fast (~200 tok/s),
+# where its products are no longer hidden. Replayed with those prices, 0.15 gives
+# +3 % / +1.4 % over no siblings, 0.05 +5.7 % / -1.5 %; by wall clock (bench draft
+# --siblings 0.15,0.05,off, four runs rotating the order, plain 155-193 tok/s) 0.15
+# gave 1.43x, 0.05 1.39x, none 1.39x.
+EAGLE_ALT_MIN = 0.15
 HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
 
 
