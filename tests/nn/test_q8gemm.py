@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -84,3 +85,7 @@ def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path) -> None:
         kernels._clear_stale_lock(lock)
     assert not lock.exists() and "stale kernel build lock" in str(w[0].message)
     kernels._clear_stale_lock(lock)  # no lock: nothing to do
+    # The lock looked at is the one torch takes: in the folder the built module sits in.
+    mod = kernels.llama_step()
+    if mod is not None:
+        assert kernels.build_dir(mod.__name__) == Path(mod.__file__).parent

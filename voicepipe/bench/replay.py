@@ -63,11 +63,13 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
             n += 1
         return n
 
-    def site(i: int, order: int, cont: list[int], guess: list[int], gs: list) -> Site:  # noqa: ANN001
+    def site(i: int, order: int, cont: list[int], guess: list[int], gs: list) -> Site:
         c = ok(guess, i)
         j = i + 1 + c  # the reply's token where the guesses first go wrong
-        alts = [eagle.vocab[r] for r in gs[c].rows[1:]] if c < len(gs) and j < len(out) else []
-        rank = alts.index(out[j]) + 1 if out[j : j + 1] and out[j] in alts else 0
+        rank = 0  # which runner-up there is that token (0: none)
+        if c < len(gs) and j < len(out):
+            alts = [eagle.vocab[r] for r in gs[c].rows[1:]]
+            rank = alts.index(out[j]) + 1 if out[j] in alts else 0
         confs, alt_confs = tuple(g.conf for g in gs), tuple(g.confs[1:] for g in gs)
         return Site(order, len(cont), ok(cont, i), confs, c, alt_confs, rank)
 

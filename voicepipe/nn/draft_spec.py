@@ -227,8 +227,8 @@ class EagleProposer:
         self.ctx: list[int] = []  # context whose true features fill the draft cache
         self.min_path = min_path
         self.alt_min = alt_min
-        # What the head said at each guess it last proposed (its probability, and the
-        # runner-up's): what a replay of drafting policies reads (bench replay).
+        # What the head said at each guess it last proposed (its likeliest rows and
+        # their probabilities): what a replay of drafting policies reads (bench replay).
         self.guesses: list[Guess] = []
 
     @property

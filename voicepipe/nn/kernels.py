@@ -48,9 +48,9 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
         digest.update((KERNELS_DIR / rel).read_bytes())
     ext = f"voicepipe_{name}_{digest.hexdigest()[:10]}"
     try:
-        from torch.utils.cpp_extension import get_default_build_root, load
+        from torch.utils.cpp_extension import load
 
-        _clear_stale_lock(Path(get_default_build_root()) / ext / "lock")
+        _clear_stale_lock(build_dir(ext) / "lock")
         return load(
             name=ext,
             sources=[str(src)],
@@ -61,6 +61,14 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
     except Exception as e:  # no compiler / headers: the reference path still works
         warnings.warn(f"kernels/{main} not built ({e}); using the PyTorch reference", stacklevel=3)
         return None
+
+
+def build_dir(ext: str) -> Path:
+    """Where torch builds (and locks) extension ``ext``: $TORCH_EXTENSIONS_DIR, else
+    its cache root's per-Python, per-accelerator folder."""
+    from torch.utils import cpp_extension
+
+    return Path(cpp_extension._get_build_directory(ext, verbose=False))
 
 
 STALE_LOCK_S = 600.0  # a build takes 1-2 minutes here
