@@ -235,8 +235,7 @@ class Model {
     return x;
   }
 
-  // normed_out (T, dim), when given, receives every row's final-normed state,
-  // and the head reads its rows from there (the same values as without it).
+  // best's data, checked to hold one int64 per logits row (nullptr without it).
   static int64_t* best_ptr(std::optional<torch::Tensor>& best, int64_t rows) {
     if (!best) return nullptr;
     TORCH_CHECK(best->scalar_type() == torch::kLong && best->is_contiguous() &&
@@ -245,6 +244,9 @@ class Model {
     return best->data_ptr<int64_t>();
   }
 
+  // normed_out (T, dim), when given, receives every row's final-normed state,
+  // and the head reads its rows from there (the same values as without it).
+  // tree: the rows' shape (nullptr: a chain); best: the head's argmax per row.
   torch::Tensor run(std::vector<float>& x, int64_t T, torch::Tensor kv, int64_t pos,
                     bool last_only, float* normed_out = nullptr, const Tree* tree = nullptr,
                     int64_t* best = nullptr) {

@@ -185,8 +185,7 @@ class PairTarget:
 
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         parents = parents or [-1, *range(len(tokens) - 1)]
-        before = [parents[i] if i else -1 for i in range(len(tokens))]
-        prev = [tokens[p] if p >= 0 else self.fed[-1] for p in before]
+        prev = [tokens[p] if p >= 0 else self.fed[-1] for p in parents]  # each row's parent
         self.fed += tokens
         return Scores(np.stack([self.logQ[a, b] for a, b in zip(prev, tokens, strict=True)]))
 
