@@ -80,6 +80,23 @@ def test_eagle_drafts_on_only_while_sure(engine) -> None:
     assert prop.propose(ids, 4).tokens == full.tokens[:1]
 
 
+def test_siblings_fit_in_the_targets_cache(engine) -> None:
+    from voicepipe.nn.draft_spec import attach
+
+    if engine.model.fused is None:
+        pytest.skip("trees need the fused kernel")
+    ids = _ids(engine, QUESTIONS[0])
+    n = len(ids) - 1
+    # Room for the last token, 2 guesses and 1 sibling: every runner-up (alt_min 0)
+    # would be 4 more rows.
+    t, prop = attach(engine.model, engine.eagle, max_len=n + 4, alt_min=0.0)
+    t.prefill(ids[:-1])
+    p = prop.propose(ids, 2)
+    assert len(p.tokens) == 2 and len(p.siblings) == 1
+    ((d, x),) = p.siblings
+    assert t.score([ids[-1], *p.tokens, x], [-1, 0, 1, d]).logits.shape[0] == 4
+
+
 @pytest.mark.parametrize("k, adaptive", [(1, False), (3, False), (2, True)])
 def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -> None:
     from dataclasses import replace

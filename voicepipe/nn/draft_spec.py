@@ -266,7 +266,9 @@ class EagleProposer:
             self.guesses.append(g)
             path *= g.conf
         self.cache.rollback(n)  # speculative rows never stay in the cache
-        return Proposal(tokens=tokens, siblings=self._siblings())
+        # The verify pass feeds the last token, the guesses and the siblings from slot n.
+        room = self.t.max_len - n - 1 - len(tokens)
+        return Proposal(tokens=tokens, siblings=self._siblings()[: max(0, room)])
 
     def _siblings(self) -> tuple[tuple[int, int], ...]:
         if self.alt_min is None or not self.t.tree:
