@@ -111,6 +111,22 @@ def test_kv_rollback_forgets_rejected_tokens(int8, tok) -> None:
     assert torch.equal(llama.decode_step(int8, a, 5), llama.decode_step(int8, b, 5))
 
 
+def test_kv_move_copies_one_position_of_every_layer() -> None:
+    from voicepipe.nn.kv_cache import KVCache
+
+    c = KVCache(3, 2, 16, 4, torch.float32)
+    c.kv.copy_(torch.randn_like(c.kv))
+    c.advance(6)
+    before = c.kv.clone()
+    c.move(5, 2)
+    assert torch.equal(c.kv[:, :, :, 2], before[:, :, :, 5])
+    keep = [i for i in range(16) if i != 2]
+    assert torch.equal(c.kv[:, :, :, keep], before[:, :, :, keep])  # nothing else moved
+    for src, dst in ((6, 2), (2, 6), (-1, 0)):  # only positions the cache holds
+        with pytest.raises(ValueError, match="cannot move"):
+            c.move(src, dst)
+
+
 _PLAIN: dict[tuple[int, ...], list[int]] = {}
 
 

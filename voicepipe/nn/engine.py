@@ -76,8 +76,7 @@ class ModelTarget:
     def move(self, src: int, dst: int) -> None:
         """Slot src's keys, values (and feature) become position dst's (a tree's
         accepted sibling: its keys already carry dst's rotation)."""
-        kv = self.cache.kv  # (n_layer, 2, Hkv, Tmax, D)
-        kv[:, :, :, dst] = kv[:, :, :, src]
+        self.cache.move(src, dst)
         if self.feats is not None:
             self.feats[dst] = self.feats[src]
         self.fed[dst] = self.fed[src]

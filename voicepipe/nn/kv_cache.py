@@ -51,5 +51,12 @@ class KVCache:
             self.kv[:, :, :, length : self.length].zero_()
         self.length = length
 
+    def move(self, src: int, dst: int) -> None:
+        """Every layer's key and value at position src are copied to dst (< length):
+        a draft tree's accepted side branch takes the position its path gives it."""
+        if not (0 <= dst < self.length and 0 <= src < self.length):
+            raise ValueError(f"cannot move position {src} to {dst} (cache holds {self.length})")
+        self.kv[:, :, :, dst] = self.kv[:, :, :, src]
+
     def reset(self) -> None:
         self.rollback(0)
