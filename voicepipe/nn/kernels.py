@@ -68,7 +68,10 @@ def build_dir(ext: str) -> Path:
     its cache root's per-Python, per-accelerator folder."""
     from torch.utils import cpp_extension
 
-    return Path(cpp_extension._get_build_directory(ext, verbose=False))
+    private = getattr(cpp_extension, "_get_build_directory", None)  # torch's own rule
+    if private is not None:
+        return Path(private(ext, verbose=False))
+    return Path(cpp_extension.get_default_build_root()) / ext  # its documented root
 
 
 STALE_LOCK_S = 600.0  # a build takes 1-2 minutes here

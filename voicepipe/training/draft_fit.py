@@ -307,8 +307,6 @@ def quantized(model, qat: bool):  # noqa: ANN001, ANN201
     return run
 
 
-
-
 def _loss(
     model,
     head,
