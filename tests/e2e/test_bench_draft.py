@@ -44,7 +44,7 @@ def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
     } <= set(pol)
     tokens = {p["tokens"] for p in pol.values()}
     assert len(tokens) == 1  # every policy replays the same replies
-    # The runner-ups cost rows, never passes: the tree needs no more passes than the chain.
+    # The runner-ups cost rows, never passes: the tree needs no more passes than the
+    # chain (exact counts; the pass costs are timed, so they are not compared here).
     assert pol["eagle"]["passes"] <= pol["eagle_chain"]["passes"]
-    assert pol["eagle"]["cost_per_pass"] > pol["eagle_chain"]["cost_per_pass"]
     assert r["first_guess"]["eagle_by_confidence"]
