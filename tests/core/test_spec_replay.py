@@ -62,7 +62,7 @@ def test_first_guess_accuracy_by_order_and_confidence() -> None:
         R.Site(ngram_order=1, ngram_len=3, ngram_ok=0, eagle_confs=(0.05,), eagle_ok=0),
         R.Site(ngram_order=1, ngram_len=3, ngram_ok=2, eagle_confs=(0.9,), eagle_ok=1),
         R.Site(ngram_order=7, ngram_len=8, ngram_ok=8, eagle_confs=(0.95,), eagle_ok=1),
-        R.Site(eagle_confs=(0.5,), eagle_ok=0),  # no lookup match: not counted for lookup
+        R.Site(eagle_confs=(0.5,), eagle_ok=0, eagle_alt_ok=2),  # no lookup match
     ]
     acc = R.first_guess_accuracy(sites)
     assert acc["ngram_by_order"]["1"] == [2, 0.5]
@@ -74,6 +74,8 @@ def test_first_guess_accuracy_by_order_and_confidence() -> None:
         "0.4-0.8": [1, 0.0],
         ">=0.8": [2, 1.0],
     }
+    # Two first guesses were wrong: the third likeliest held once, the second never.
+    assert acc["eagle_runner_up_when_wrong"] == [2, 0.0, 0.5]
 
 
 def test_tree_adds_a_row_per_likely_runner_up_and_takes_it_where_the_guesses_fail() -> None:

@@ -175,7 +175,9 @@ CONF_EDGES = (0.1, 0.4, 0.8)  # draft-confidence buckets: <0.1, 0.1-0.4, 0.4-0.8
 def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[float]]]:
     """How often each drafter's first guess is right: prompt lookup by the order of
     its match (1, 2, 3, 4, 5+), the EAGLE draft by its own probability of the guess
-    (CONF_EDGES buckets). Each entry is [sites, share right]."""
+    (CONF_EDGES buckets). Each entry is [sites, share right]. And where the draft's
+    first guess is wrong, how often its second or third likeliest token is right
+    (what a tree's siblings can win): [sites, share second, share third]."""
 
     def share(pairs: list[tuple[str, bool]], keys: list[str]) -> dict[str, list[float]]:
         out = {}
@@ -191,7 +193,13 @@ def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[floa
         for s in sites
         if s.eagle_confs
     ]
+    wrong = [s.eagle_alt_ok for s in sites if s.eagle_confs and s.eagle_ok == 0]
+
+    def right(rank: int) -> float:
+        return round(wrong.count(rank) / len(wrong), 3) if wrong else 0.0
+
     return {
         "ngram_by_order": share(orders, ["1", "2", "3", "4", "5"]),
         "eagle_by_confidence": share(confs, labels),
+        "eagle_runner_up_when_wrong": [len(wrong), right(1), right(2)],
     }
