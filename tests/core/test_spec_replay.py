@@ -57,12 +57,30 @@ def test_hybrid_takes_lookup_only_for_long_matches() -> None:
     assert h(short, 6) == R.Pick(2, 1, 2)  # the draft
 
 
+def test_the_store_drafts_between_lookup_and_the_draft_while_its_path_holds() -> None:
+    store = R.store(min_n=2, min_path=0.6)
+    s = R.Site(store_order=3, store_shares=(0.9, 0.8, 0.5), store_ok=1, eagle_confs=(0.9,))
+    assert store(s, 6) == R.Pick(2, 1, 0)  # 0.9 · 0.8 = 0.72 ≥ 0.6, then 0.36 < 0.6; no steps
+    assert store(s, 1) == R.Pick(1, 1, 0)  # capped by K
+    assert store(R.Site(store_order=1, store_shares=(1.0,), store_ok=1), 6).drafted == 0
+    assert store(R.Site(store_order=2, store_shares=(0.5,), store_ok=1), 6).drafted == 0
+    h = R.hybrid(R.ngram(), R.eagle(k_max=2), min_order=2, replies=store)
+    assert h(R.Site(ngram_order=2, ngram_len=4, ngram_ok=4, store_order=3,
+                    store_shares=(1.0,), store_ok=1), 6) == R.Pick(2, 2, 0)  # fmt: skip
+    assert h(s, 6) == R.Pick(2, 1, 0)  # no lookup match: the store
+    # Nothing from the store: the draft.
+    assert h(R.Site(eagle_confs=(0.9, 0.9), eagle_ok=1), 6) == R.Pick(2, 1, 2)
+
+
 def test_first_guess_accuracy_by_order_and_confidence() -> None:
     sites = [
         R.Site(ngram_order=1, ngram_len=3, ngram_ok=0, eagle_confs=(0.05,), eagle_ok=0),
         R.Site(ngram_order=1, ngram_len=3, ngram_ok=2, eagle_confs=(0.9,), eagle_ok=1),
         R.Site(ngram_order=7, ngram_len=8, ngram_ok=8, eagle_confs=(0.95,), eagle_ok=1),
         R.Site(eagle_confs=(0.5,), eagle_ok=0, eagle_alt_ok=2),  # no lookup match
+        R.Site(store_order=2, store_shares=(0.9,), store_ok=1),
+        R.Site(store_order=4, store_shares=(0.3, 1.0), store_ok=0),
+        R.Site(store_order=1, store_shares=(0.9,), store_ok=1),  # too short a match: not counted
     ]
     acc = R.first_guess_accuracy(sites)
     assert acc["ngram_by_order"]["1"] == [2, 0.5]
@@ -76,6 +94,12 @@ def test_first_guess_accuracy_by_order_and_confidence() -> None:
     }
     # Two first guesses were wrong: the third likeliest held once, the second never.
     assert acc["eagle_runner_up_when_wrong"] == [2, 0.0, 0.5]
+    assert acc["store_by_share"] == {
+        "<0.1": [0, 0.0],
+        "0.1-0.4": [1, 0.0],
+        "0.4-0.8": [0, 0.0],
+        ">=0.8": [1, 1.0],
+    }
 
 
 def test_tree_adds_a_row_per_likely_runner_up_and_takes_it_where_the_guesses_fail() -> None:

@@ -32,6 +32,18 @@ def test_bench_draft_weighs_the_draft_tree_against_the_chain() -> None:
     assert tree["siblings"] > 0 and 0 < tree["sibling_hits"] <= tree["steps"]
 
 
+def test_bench_draft_runs_with_and_without_the_reply_store() -> None:
+    r = _bench("draft", "--engine", "--threads", "1", "--n", "3", "--max-new", "48",
+               "--drafters", "ngram+smollm2-draft", "--store", "on,off")  # fmt: skip
+    on, off = (
+        r["drafters"]["ngram+smollm2-draft store=on"],
+        r["drafters"]["ngram+smollm2-draft store=off"],
+    )
+    for row in (on, off):
+        assert row["identical"] == "3/3" and row["tokens"] == r["plain"]["tokens"]
+    assert off["store_steps"] == 0 < on["store_steps"] <= on["steps"]
+
+
 def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
     r = _bench("replay", "--n", "3", "--max-new", "48")
     pol = r["policies"]
@@ -41,6 +53,8 @@ def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
         "eagle",
         "eagle_chain",
         "hybrid_tree_0.15_second_only",
+        "hybrid_no_store",
+        "hybrid_store_path_0.9",
     } <= set(pol)
     tokens = {p["tokens"] for p in pol.values()}
     assert len(tokens) == 1  # every policy replays the same replies
@@ -48,3 +62,4 @@ def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
     # chain (exact counts; the pass costs are timed, so they are not compared here).
     assert pol["eagle"]["passes"] <= pol["eagle_chain"]["passes"]
     assert r["first_guess"]["eagle_by_confidence"]
+    assert sum(n for n, _ in r["first_guess"]["store_by_share"].values()) > 0  # the store traced

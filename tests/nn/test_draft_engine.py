@@ -139,6 +139,9 @@ def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
         assert spec == _plain(eng, ids, 32), q
     assert eng.proposer.used_ngram > 0  # the quote came from prompt lookup
     assert dec.metrics.drafted > 0  # the plain question from the draft
+    # The draft ships its reply store (models/smollm2-draft/replies.npz), behind lookup.
+    assert eng.replies is not None and eng.proposer.store is not None
+    assert eng.proposer.used_store > 0
 
 
 def test_forks_share_weights_and_keep_their_own_caches(engine) -> None:

@@ -1,5 +1,6 @@
 from voicepipe.training.draft_prompts import (
     FIRST_SERIES,
+    OPEN_PROMPTS,
     SECOND_SERIES,
     heldout_prompts,
     norm,
@@ -35,3 +36,12 @@ def test_the_answered_prompts_are_pinned() -> None:
     assert hashlib.sha256(text.encode()).hexdigest() == (
         "b7415b98190d6542b8932cdc67147e03af29d47e16adf2cb9fa3822e5d5b9811"
     )
+
+
+def test_the_open_prompts_are_none_of_the_training_or_held_out_ones() -> None:
+    # Every answer the draft or its reply store learnt from is to a train_prompts prompt
+    # (the data so far: the first ~8,000); the open set measures drafting beyond them.
+    seen = {norm(p) for p in train_prompts(9000)} | {norm(p) for p in heldout_prompts()}
+    keys = [norm(p) for p in OPEN_PROMPTS]
+    assert len(set(keys)) == len(keys) == 30
+    assert not set(keys) & seen

@@ -1,7 +1,9 @@
 """`voicepipe bench draft`: greedy speculative decoding of the default LLM with its draft.
 
 Prompts: the held-out assistant-style prompts of ``training.draft_prompts``
-(never trained on), rendered with the configured system prompt. For every
+(never trained on, but from the training prompts' templates), or with
+``--prompts open`` its 30 hand-written ones from none of them, rendered with
+the configured system prompt; or bench llm's grounded set. For every
 prompt the same loaded target decodes greedily without a drafter (plain) and
 with each drafter, in turn, in the same process, so load on the machine hits
 all rows alike. Every drafted reply is checked token for token against the
@@ -15,9 +17,11 @@ last: the prompt's prefill is the same work with or without a drafter);
 (acceptance by draft position, mean accepted length = tokens per verifying
 pass, time in propose / score / verify; siblings verified and taken);
 ``vocab_coverage`` = share of the plain replies' tokens inside the draft's
-reduced vocabulary. ``--siblings 0.05,off`` runs each EAGLE drafter once per
-runner-up threshold (rows "<drafter> siblings=<value>"), to weigh the draft
-tree against the chain in one run.
+reduced vocabulary; for a hybrid, ``ngram_steps`` / ``store_steps``: passes
+drafted by prompt lookup / the reply store. ``--siblings 0.05,off`` runs each
+EAGLE drafter once per runner-up threshold (rows "<drafter> siblings=<value>"),
+to weigh the draft tree against the chain in one run; ``--store on,off`` once
+with and once without the draft's reply store (core.replies).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.nn import engine as E
     from voicepipe.nn.sampling import SamplingParams
     from voicepipe.nn.tokenizer import ChatTokenizer
-    from voicepipe.training.draft_prompts import heldout_prompts
+    from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
 
     cfg = args.config.llm
     if args.threads:
@@ -64,12 +68,16 @@ def run(args: argparse.Namespace) -> int:
     rows: dict[str, SpeculativeDecoder] = {}
     vocabs: dict[str, set[int]] = {}
     alts = _siblings(args.siblings)
-    for name, alt in ((n, a) for n in args.drafters.split(",") for a in alts):
+    stores = _stores(args.store)
+    for name, alt, store in (
+        (n, a, s) for n in args.drafters.split(",") for a in alts for s in stores
+    ):
         row = name if not args.siblings else f"{name} siblings={'off' if alt is None else alt}"
+        row += f" store={'on' if store else 'off'}" if args.store else ""
         if args.engine:  # exactly what the LLM stage runs: load_engine's K settings
             eng = E.load_engine(cfg.model, weights, name, cfg.spec_k, cfg.adaptive_k, sp, 2048)
             assert eng.model is m
-            rows[row] = _with_siblings(eng.fork().decoder(), alt)
+            rows[row] = _with_store(_with_siblings(eng.fork().decoder(), alt), store)
             if eng.eagle is not None:
                 vocabs[row] = set(eng.eagle.vocab)
             continue
@@ -90,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         from voicepipe.bench.llm import PROMPTS
 
         prompts = PROMPTS["grounded"][: args.n]
+    elif args.prompts == "open":  # hand-written, from none of the training templates
+        prompts = OPEN_PROMPTS[: args.n]
     else:
         prompts = heldout_prompts(args.n)
     system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
@@ -120,7 +130,8 @@ def run(args: argparse.Namespace) -> int:
             r["m"].merge(dec.metrics)
             if isinstance(dec.proposer, HybridProposer):
                 r["ngram_steps"] = r.get("ngram_steps", 0) + dec.proposer.used_ngram
-                dec.proposer.used_ngram = 0
+                r["store_steps"] = r.get("store_steps", 0) + dec.proposer.used_store
+                dec.proposer.used_ngram = dec.proposer.used_store = 0
         if i < 3:
             examples.append({"prompt": q, "reply": tok.decode(ref)})
         if not args.json:
@@ -159,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         }
         if "ngram_steps" in r:  # hybrid: verifying steps whose drafts came from the n-gram
             report["drafters"][name]["ngram_steps"] = r["ngram_steps"]
+            report["drafters"][name]["store_steps"] = r["store_steps"]  # ... the reply store
         if name in vocabs:  # share of the target's reply tokens the draft can propose at all
             cov = sum(t in vocabs[name] for t in refs) / max(1, len(refs))
             report["drafters"][name]["vocab_coverage"] = round(cov, 4)
@@ -179,6 +191,25 @@ def _siblings(spec: str) -> list[float | None]:
         except ValueError:
             raise SystemExit(f"--siblings: {v!r} is neither a number nor 'off'") from None
     return out
+
+
+def _stores(spec: str) -> list[bool]:
+    """--store's values (default: the engine's, i.e. on where the draft ships one)."""
+    out = []
+    for v in (spec or "on").split(","):
+        if v.strip() not in ("on", "off"):
+            raise SystemExit(f"--store: {v!r} is neither 'on' nor 'off'")
+        out.append(v.strip() == "on")
+    return out
+
+
+def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
+    """The decoder without its hybrid's reply store when not on (core.replies)."""
+    from voicepipe.core.hybrid import HybridProposer
+
+    if not on and isinstance(dec.proposer, HybridProposer):
+        dec.proposer.store = None
+    return dec
 
 
 def _with_siblings(dec, alt: float | None):  # noqa: ANN001, ANN202
@@ -209,9 +240,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, default=40, help="held-out prompts (default 40)")
     p.add_argument(
         "--prompts",
-        choices=("assistant", "grounded"),
+        choices=("assistant", "grounded", "open"),
         default="assistant",
-        help="held-out assistant-style prompts (default) or bench llm's input-grounded ones (4)",
+        help="held-out assistant-style prompts (default), bench llm's input-grounded ones (4), "
+        "or 30 hand-written open questions from none of the training templates",
     )
     p.add_argument("--k", type=int, default=2, help="initial draft length K (default 2)")
     p.add_argument(
@@ -233,6 +265,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="",
         help="comma list of the EAGLE draft's runner-up thresholds, 'off' for none: one row "
         "per drafter and value (default: the engine's, one row per drafter)",
+    )
+    p.add_argument(
+        "--store",
+        default="",
+        help="with --engine: 'on,off' runs each drafter with and without the draft's reply "
+        "store (core.replies) behind prompt lookup, one row each (default: as the engine)",
     )
     p.add_argument("--weights", default="", help="target weight format (default: config llm)")
     p.add_argument("--max-new", type=int, default=0, help="reply cap (default: config llm)")

@@ -21,10 +21,14 @@ draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
 ``eagle_tree_*`` / ``hybrid_tree_*`` (other runner-up thresholds than
 EAGLE_ALT_MIN, or the second likeliest only): one setting of today's rule
 changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
-(a draft tree); ``*_chain`` leaves them out. Lookup is
+(a draft tree); ``*_chain`` leaves them out. ``hybrid`` also drafts from the
+draft's reply store (core.replies) where lookup has no match, as the engine
+does; ``hybrid_no_store`` does not, ``hybrid_store_min_n_*`` /
+``hybrid_store_path_*`` move its thresholds. Lookup is
 traced with max_n 8, so the session-2 rows (max_n 4) may match a longer
 n-gram than that rule did. ``first_guess``: how often each drafter's first
-guess is right, by lookup's match order and by the draft's confidence.
+guess is right, by lookup's match order, by the draft's confidence and by
+the share of the store's occurrences behind its first token.
 Wall-clock speedups stay ``bench llm`` / ``bench draft``'s job: this one
 leaves out per-pass Python overhead and cache effects between passes.
 """
@@ -47,14 +51,20 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
     target, eagle = fork.target, fork.proposer.draft
     eagle.min_path = 0.0  # trace every guess; policies cut by confidence in replay
     lookup = NgramProposer(max_n=8, min_n=1)
+    replies = eng.replies
     out = [int(target.prefill(ids).argmax())]
-    seen: list[tuple[int, list[int], list[int], list]] = []
+    seen: list[tuple[int, list[int], list[int], list, tuple]] = []
     while len(out) < max_new and out[-1] not in stop:
         ctx = ids + out
         order, start = lookup.lookup(ctx)
         cont = ctx[start : start + 16] if order else []
         guess = eagle.propose(ctx, 4).tokens
-        seen.append((order, cont, guess, list(eagle.guesses)))
+        stored: tuple = (0, [], [])  # the store's match, continuation, shares (no threshold)
+        if replies is not None:
+            m = replies.match(ctx)
+            if m.order:
+                stored = (m.order, *replies.continuation(m, 8, 0.0))
+        seen.append((order, cont, guess, list(eagle.guesses), stored))
         out.append(int(target.score([out[-1]]).logits[-1].argmax()))
 
     def ok(p: list[int], i: int) -> int:
@@ -63,7 +73,7 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
             n += 1
         return n
 
-    def site(i: int, order: int, cont: list[int], guess: list[int], gs: list) -> Site:
+    def site(i: int, order: int, cont: list[int], guess: list[int], gs: list, st: tuple) -> Site:
         c = ok(guess, i)
         j = i + 1 + c  # the reply's token where the guesses first go wrong
         rank = 0  # which runner-up there is that token (0: none)
@@ -71,7 +81,11 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
             alts = [eagle.vocab[r] for r in gs[c].rows[1:]]
             rank = alts.index(out[j]) + 1 if out[j] in alts else 0
         confs, alt_confs = tuple(g.conf for g in gs), tuple(g.confs[1:] for g in gs)
-        return Site(order, len(cont), ok(cont, i), confs, c, alt_confs, rank)
+        s_order, s_toks, s_shares = st
+        return Site(
+            order, len(cont), ok(cont, i), confs, c, alt_confs, rank,
+            s_order, tuple(s_shares), ok(s_toks, i),
+        )  # fmt: skip
 
     return [site(i, *x) for i, x in enumerate(seen[: len(out) - 1])]
 
@@ -109,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.core import spec_replay as R
     from voicepipe.core.spec import AdaptiveK
     from voicepipe.nn import engine as E
-    from voicepipe.training.draft_prompts import heldout_prompts
+    from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
 
     torch.set_num_threads(args.threads)
     cfg = args.config.llm
@@ -117,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
     eng = E.load_engine(cfg.model, cfg.weights, f"{E.HYBRID}{draft}", k=cfg.spec_k, max_len=2048)
     tok = eng.tokenizer
     system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
-    if args.prompts == "assistant":
-        texts = heldout_prompts(args.n)
+    if args.prompts in ("assistant", "open"):
+        texts = heldout_prompts(args.n) if args.prompts == "assistant" else OPEN_PROMPTS[: args.n]
         msgs = [[*system, {"role": "user", "content": q}] for q in texts]
     else:  # bench llm's sets, as bench llm renders them (no system prompt)
         texts = PROMPTS[args.prompts][: args.n]
@@ -142,8 +156,13 @@ def run(args: argparse.Namespace) -> int:
              alt_min: float = E.EAGLE_ALT_MIN, alts: int = 2) -> R.Choice:  # fmt: skip
         return R.eagle_tree(k_max, min_path, alt_min, alts)
 
-    def behind_lookup(draft: R.Choice, min_n: int = E.HYBRID_MIN_N) -> R.Choice:
-        return R.hybrid(R.ngram(min_n=min_n), draft, min_n)
+    # The engine's reply store where the draft ships one (E.shared_replies), else none.
+    engine_store = R.store(E.STORE_MIN_N, E.STORE_MIN_PATH) if eng.replies is not None else None
+
+    def behind_lookup(
+        draft: R.Choice, min_n: int = E.HYBRID_MIN_N, replies: R.Choice | None = engine_store
+    ) -> R.Choice:
+        return R.hybrid(R.ngram(min_n=min_n), draft, min_n, replies)
 
     hyb = ctl(E.HYBRID_K_MAX)
     chain = R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)  # without the runner-ups (before session 9)
@@ -155,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         "eagle_session2": (R.eagle(2), ctl(2)),
         "eagle_k3_always": (tree(3, 0.0), ctl(3)),
         "hybrid": (behind_lookup(tree()), hyb),
+        "hybrid_no_store": (behind_lookup(tree(), replies=None), hyb),
         "hybrid_chain": (behind_lookup(chain), hyb),
         "hybrid_lookup_from_3": (behind_lookup(tree(), 3), hyb),
         "hybrid_session2": (R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3), hyb),
@@ -170,6 +190,17 @@ def run(args: argparse.Namespace) -> int:
         label = f"{a}" if n == 2 else f"{a}_second_only"
         policies[f"eagle_tree_{label}"] = (tree(alt_min=a, alts=n), ctl(E.EAGLE_K))
         policies[f"hybrid_tree_{label}"] = (behind_lookup(tree(alt_min=a, alts=n)), hyb)
+    if eng.replies is not None:  # the store's thresholds moved, one at a time
+        for n in (3, 4):
+            policies[f"hybrid_store_min_n_{n}"] = (
+                behind_lookup(tree(), replies=R.store(n, E.STORE_MIN_PATH)),
+                hyb,
+            )
+        for p in (0.5, 0.9):
+            policies[f"hybrid_store_path_{p}"] = (
+                behind_lookup(tree(), replies=R.store(E.STORE_MIN_N, p)),
+                hyb,
+            )
     rows = {}
     for name, (choose, make_k) in policies.items():
         tot = R.Replay()
@@ -208,9 +239,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--prompts",
-        choices=("assistant", "grounded"),
+        choices=("assistant", "grounded", "open"),
         default="assistant",
-        help="held-out assistant-style prompts (default) or bench llm's grounded set",
+        help="held-out assistant-style prompts (default), bench llm's grounded set, or 30 "
+        "hand-written open questions from none of the training templates",
     )
     p.add_argument("--n", type=int, default=40, help="prompts (default 40; grounded has 4)")
     p.add_argument("--max-new", type=int, default=160, help="reply cap (default 160)")

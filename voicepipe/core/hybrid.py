@@ -15,6 +15,10 @@ model's last proposal from the next context: every accepted token is in it,
 and the token after them is the target's correction, which never equals the
 rejected draft (greedy: it is the argmax the draft missed; the exact rule: a
 rejected token has no mass left in the residual it is resampled from).
+
+Between the two, optionally, a store of the target's own past replies
+(``core.replies``): where the context's last tokens continue the same way in
+most of them, that continuation is drafted, again without a model step.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from voicepipe.core.spec import Proposal, Proposer
 
 
 class HybridProposer:
-    """ngram's proposal when it has one, else ``draft``'s (capped by ``draft_k`` > 0,
-    and by ``draft_ctl``'s choice when given)."""
+    """ngram's proposal when it has one, else ``store``'s (when given and it has
+    one), else ``draft``'s (capped by ``draft_k`` > 0, and by ``draft_ctl``'s
+    choice when given)."""
 
     def __init__(
         self,
@@ -34,18 +39,22 @@ class HybridProposer:
         name: str = "",
         draft_k: int = 0,
         draft_ctl: CostAwareK | None = None,
+        store: Proposer | None = None,
     ) -> None:
-        self.ngram, self.draft = ngram, draft
+        self.ngram, self.draft, self.store = ngram, draft, store
         self.draft_k = draft_k
         self.draft_ctl = draft_ctl
         self.name = name or f"ngram+{draft.name}"
         self.used_ngram = 0  # steps the n-gram proposal was taken (for benches)
+        self.used_store = 0  # ... and the store's
         self._pending: tuple[list[int], list[int]] | None = None  # (context, model's drafts)
 
     def reset(self) -> None:
         self.ngram.reset()
         self.draft.reset()
-        self.used_ngram = 0
+        if self.store is not None:
+            self.store.reset()
+        self.used_ngram = self.used_store = 0
         self._pending = None
 
     def propose(self, context: list[int], k: int) -> Proposal:
@@ -54,6 +63,11 @@ class HybridProposer:
         if p.tokens:
             self.used_ngram += 1
             return p
+        if self.store is not None:
+            p = self.store.propose(context, k)
+            if p.tokens:
+                self.used_store += 1
+                return p
         kd = min(k, self.draft_k) if self.draft_k else k
         if self.draft_ctl is not None:
             kd = min(kd, self.draft_ctl.next_k())  # 0 while it pauses: a plain pass

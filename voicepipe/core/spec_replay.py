@@ -32,7 +32,10 @@ class Site:
     eagle_alt_confs: at each guess, its probabilities of the runner-ups (the
     next likeliest tokens: a tree's siblings); eagle_alt_ok: which runner-up is
     the reply's token where the guesses first go wrong (at guess eagle_ok):
-    1 the second likeliest, 2 the third, 0 none.
+    1 the second likeliest, 2 the third, 0 none. store_order: the reply store's
+    longest match (core.replies; 0: none); store_shares: each token of its
+    continuation's share of the occurrences that still agree (traced with no
+    path threshold); store_ok: how many of those tokens the reply confirms.
     """
 
     ngram_order: int = 0
@@ -42,6 +45,9 @@ class Site:
     eagle_ok: int = 0
     eagle_alt_confs: tuple[tuple[float, ...], ...] = ()
     eagle_alt_ok: int = 0
+    store_order: int = 0
+    store_shares: tuple[float, ...] = ()
+    store_ok: int = 0
 
 
 @dataclass(frozen=True)
@@ -125,12 +131,33 @@ def eagle_tree(k_max: int, min_path: float, alt_min: float, alts: int = 2) -> Ch
     return choose
 
 
-def hybrid(lookup: Choice, draft: Choice, min_order: int) -> Choice:
-    """Prompt lookup where its match has ≥ min_order tokens, the draft otherwise."""
+def store(min_n: int, min_path: float) -> Choice:
+    """The reply store as core.replies.ReplyProposer drafts: its continuation of a
+    match of ≥ min_n tokens while the product of the shares stays ≥ min_path."""
+
+    def choose(s: Site, k: int) -> Pick:
+        if s.store_order < min_n:
+            return Pick(0, 0, 0)
+        n, path = 0, 1.0
+        while n < min(k, len(s.store_shares)) and path * s.store_shares[n] >= min_path:
+            path *= s.store_shares[n]
+            n += 1
+        return Pick(n, min(n, s.store_ok), 0)
+
+    return choose
+
+
+def hybrid(lookup: Choice, draft: Choice, min_order: int, replies: Choice | None = None) -> Choice:
+    """Prompt lookup where its match has ≥ min_order tokens, else the reply store's
+    proposal (``replies``, when given and it has one), else the draft."""
 
     def choose(s: Site, k: int) -> Pick:
         if s.ngram_order >= min_order:
             return lookup(s, k)
+        if replies is not None:
+            p = replies(s, k)
+            if p.drafted:
+                return p
         return draft(s, k)
 
     return choose
@@ -177,7 +204,8 @@ def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[floa
     its match (1, 2, 3, 4, 5+), the EAGLE draft by its own probability of the guess
     (CONF_EDGES buckets). Each entry is [sites, share right]. And where the draft's
     first guess is wrong, how often its second or third likeliest token is right
-    (what a tree's siblings can win): [sites, share second, share third]."""
+    (what a tree's siblings can win): [sites, share second, share third]. The
+    reply store's first token by the share of occurrences behind it (same buckets)."""
 
     def share(pairs: list[tuple[str, bool]], keys: list[str]) -> dict[str, list[float]]:
         out = {}
@@ -194,6 +222,12 @@ def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[floa
         if s.eagle_confs
     ]
     wrong = [s.eagle_alt_ok for s in sites if s.eagle_confs and s.eagle_ok == 0]
+    # The reply store where it has a ≥ 2-token match, by the share behind its first token.
+    stored = [
+        (labels[sum(s.store_shares[0] >= e for e in CONF_EDGES)], s.store_ok > 0)
+        for s in sites
+        if s.store_order >= 2 and s.store_shares
+    ]
 
     def right(rank: int) -> float:
         return round(wrong.count(rank) / len(wrong), 3) if wrong else 0.0
@@ -202,4 +236,5 @@ def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[floa
         "ngram_by_order": share(orders, ["1", "2", "3", "4", "5"]),
         "eagle_by_confidence": share(confs, labels),
         "eagle_runner_up_when_wrong": [len(wrong), right(1), right(2)],
+        "store_by_share": share(stored, labels),
     }

@@ -21,6 +21,7 @@ import torch
 from voicepipe.core.cost_k import CostAwareK
 from voicepipe.core.hybrid import HybridProposer
 from voicepipe.core.ngram import NgramProposer
+from voicepipe.core.replies import ReplyIndex, ReplyProposer
 from voicepipe.core.spec import Proposal, Proposer, Scores, SpeculativeDecoder
 from voicepipe.nn import llama
 from voicepipe.nn.sampling import SamplingParams, draw, probs
@@ -158,6 +159,8 @@ class Engine:
     k_max: int = 8
     verify_cost: float = 1.5  # AdaptiveK pauses speculation below this break-even
     draft_cost: float = 0.0  # target decodes per drafted token (draft models: core.cost_k)
+    # The EAGLE draft's reply store (core.replies), shared by every fork; None: none.
+    replies: ReplyIndex | None = None
 
     def decoder(self) -> SpeculativeDecoder:
         # Behind prompt lookup a draft model's length is its proposer's own choice
@@ -178,8 +181,9 @@ class Engine:
         """Same weights, fresh caches (one per session)."""
         sp = sampling or self.sampling
         target, proposer = _session(
-            self.model, self.drafter, sp, self.draft_model, self.eagle, self.draft_cost
-        )
+            self.model, self.drafter, sp, self.draft_model, self.eagle, self.draft_cost,
+            self.replies,
+        )  # fmt: skip
         return replace(self, target=target, proposer=proposer, sampling=sp)
 
 
@@ -190,6 +194,7 @@ def _session(
     draft_model: llama.Transformer | None,
     eagle: Any,
     draft_cost: float = 0.0,
+    replies: ReplyIndex | None = None,
 ) -> tuple[ModelTarget, Proposer | None]:
     """A session's target and proposer: fresh caches over shared weights."""
     if eagle is not None:  # the EAGLE draft reads the target's features: built as a pair
@@ -200,7 +205,10 @@ def _session(
         )
         if drafter.startswith(HYBRID):
             ngram = NgramProposer(min_n=HYBRID_MIN_N)
-            return target, HybridProposer(ngram, prop, drafter, draft_k=EAGLE_K)
+            store = None
+            if replies is not None:
+                store = ReplyProposer(replies, min_n=STORE_MIN_N, min_path=STORE_MIN_PATH)
+            return target, HybridProposer(ngram, prop, drafter, draft_k=EAGLE_K, store=store)
         return target, prop
     if drafter.startswith(HYBRID):  # a GGUF draft model behind prompt lookup
         prop = _proposer(drafter.removeprefix(HYBRID), sp, draft_model)
@@ -245,10 +253,19 @@ EAGLE_MIN_PATH = 0.4
 # gave 1.43x, 0.05 1.39x, none 1.39x.
 EAGLE_ALT_MIN = 0.15
 HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
+# Where lookup has no match, the draft's reply store (core.replies) drafts the
+# continuation most of the target's past replies had after the context's longest
+# match of ≥ STORE_MIN_N tokens, while the share of them that agree (multiplied
+# over the tokens) stays ≥ STORE_MIN_PATH; else the EAGLE draft. Replayed (bench
+# replay, tree-era pass prices): see docs/BENCHMARKS.md, session 10.
+STORE_MIN_N = 2
+STORE_MIN_PATH = 0.5
 
 
 _MODELS: dict[tuple[str, str, int], tuple[llama.Transformer, float]] = {}
 _EAGLES: dict[tuple[str, int], Any] = {}
+_REPLIES: dict[str, ReplyIndex] = {}
+REPLIES_FILE = "replies.npz"
 _LOCK = threading.Lock()
 
 
@@ -274,6 +291,21 @@ def shared_eagle(name: str, model: llama.Transformer, cache: bool = True) -> Any
                 return runner
             _EAGLES[key] = (runner, model)  # the model ref keeps id(model) from being reused
         return _EAGLES[key][0]
+
+
+def shared_replies(name: str) -> ReplyIndex | None:
+    """The reply store beside an EAGLE draft's checkpoint (``replies.npz``: ``voicepipe
+    train draft --stage replies``), indexed once per process; None if it has none."""
+    from voicepipe.nn.draft_spec import draft_path
+
+    path = draft_path(name).parent / REPLIES_FILE
+    if not path.exists():
+        return None
+    key = str(path)
+    with _LOCK:
+        if key not in _REPLIES:
+            _REPLIES[key] = ReplyIndex.load(key)
+        return _REPLIES[key]
 
 
 # Bytes per weight of each format (int4: Q4_1-shaped, scale and min per 32).
@@ -310,12 +342,14 @@ def load_engine(
     get = shared_model if cache else (lambda p, w, n: llama.load(p, w, max_len=n))
     m, load_s = get(gguf_path(model), weights, max_len)
     tok = ChatTokenizer(m.metadata)
-    draft = eagle = None
+    draft = eagle = replies = None
     name = drafter.removeprefix(HYBRID)
     if drafter.startswith(HYBRID) and name in ("", "none", "off", "ngram"):
         raise ValueError(f"drafter {drafter!r}: name a draft model after {HYBRID!r}")
     if is_eagle_draft(name):
         eagle = shared_eagle(name, m, cache)
+        if drafter.startswith(HYBRID):  # the store drafts behind lookup, beside the draft
+            replies = shared_replies(name)
     elif name not in ("", "none", "off", "ngram"):
         draft, _ = get(gguf_path(name), draft_weights, m.max_len)
         if draft.args.vocab_size > m.args.vocab_size:
@@ -327,7 +361,7 @@ def load_engine(
         # target's: its price per drafted token is the byte ratio (0.35 for the
         # Qwen 0.5B on the 1.5B; bench llm measured 26 vs 77 ms per token).
         draft_cost = (draft.n_params * _BYTES[draft_weights]) / (m.n_params * _BYTES[weights])
-    target, proposer = _session(m, drafter, sp, draft, eagle, draft_cost)
+    target, proposer = _session(m, drafter, sp, draft, eagle, draft_cost, replies)
     if drafter == "ngram":
         # Prompt lookup costs nothing to draft and proposes no more than its
         # match's order (core/ngram.py), and a pass over 2-4 rows costs about one
@@ -350,5 +384,5 @@ def load_engine(
         verify_cost = 1.0
     return Engine(
         m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle,
-        k_max or 8, verify_cost, draft_cost,
+        k_max or 8, verify_cost, draft_cost, replies,
     )  # fmt: skip

@@ -1,6 +1,6 @@
 """`voicepipe train draft`: self-distil an EAGLE-style draft for the default LLM.
 
-Two resumable stages under $VOICEPIPE_HOME:
+Stages under $VOICEPIPE_HOME (gen and fit resume):
 - gen: the serving target (int4 weights on the fused step, one prompt at a
   time; --gen-weights bf16 runs the older batched per-op path) answers seeded
   assistant-style prompts (``draft_prompts``) greedily (or sampled, with
@@ -13,6 +13,9 @@ Two resumable stages under $VOICEPIPE_HOME:
   i+1 it predicts the target's feature at i+1 (smooth-L1) and the target's
   next-token distribution over the reduced vocabulary (KL). Checkpoints,
   resume and a JSONL loss log live in runs/draft/.
+- export: the best checkpoint as the fp16 release file (``draft_fit.export``).
+- replies: the replies as the store retrieval drafting reads
+  (``draft_replies``, ``core.replies``).
 
 CPU etiquette: run it with ``nice -n 15``; it uses one thread by default
 (on this shared 2-core machine, 2 OpenMP threads under contention ran
@@ -114,7 +117,13 @@ def _handler(args: argparse.Namespace) -> int:
     if args.stage in ("export", "all"):
         from voicepipe.training.draft_fit import export
 
-        return export(args)
+        rc = export(args)
+        if rc:
+            return rc
+    if args.stage in ("replies", "all"):
+        from voicepipe.training.draft_replies import export_replies
+
+        return export_replies(args)
     return 0
 
 
@@ -129,12 +138,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             "$VOICEPIPE_HOME/data/draft; stage 'fit' trains the draft on them with checkpoints, "
             "resume and a loss log under $VOICEPIPE_HOME/runs/draft; stage 'export' writes the "
             "best checkpoint as the fp16 release file with the reduced vocabulary recounted on all "
-            "data. gen and fit resume where a killed run stopped. Run with nice -n 15."
+            "data; stage 'replies' writes the greedy replies as the store retrieval drafting "
+            "reads (core.replies). gen and fit resume where a killed run stopped. "
+            "Run with nice -n 15."
         ),
     )
     p.add_argument(
         "--stage",
-        choices=("gen", "fit", "export", "all"),
+        choices=("gen", "fit", "export", "replies", "all"),
         default="all",
         help="which stage to run (default all)",
     )
@@ -195,8 +206,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--more-data",
         default="",
-        help="fit: comma-separated extra gen dirs (e.g. sampled replies); they join the recent "
-        "pool, minus the replies to the held-out shards' prompts",
+        help="fit, replies: comma-separated extra gen dirs (e.g. sampled replies); in fit they "
+        "join the recent pool, minus the replies to the held-out shards' prompts; in replies "
+        "the store takes all their replies",
     )
     p.add_argument(
         "--depths",
@@ -221,6 +233,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out",
         default="models/smollm2-draft/smollm2-draft.pt",
         help="export: release checkpoint path (default models/smollm2-draft/…)",
+    )
+    p.add_argument(
+        "--replies-out",
+        default="models/smollm2-draft/replies.npz",
+        help="replies: reply store path (default models/smollm2-draft/replies.npz)",
     )
     p.set_defaults(func=_handler)
 

@@ -246,6 +246,44 @@ def _generate(n: int, seed: int, exclude: set[str], fns: list | None = None) -> 
     return out
 
 
+# Hand-written questions from none of the templates above: the held-out prompts
+# share the training prompts' templates and subjects, so they show how drafting
+# does on the distribution the draft (and its reply store) learnt from; these show
+# how it does beyond it (bench draft / bench replay --prompts open).
+OPEN_PROMPTS = [
+    "My neighbor's dog barks all night. What can I do about it?",
+    "Is it safe to eat eggs past their expiry date?",
+    "Tell me a fun fact about octopuses.",
+    "Why do cats purr?",
+    "What should I name my new goldfish?",
+    "Can you suggest a quick dinner with chicken and spinach?",
+    "Why do onions make me cry?",
+    "I feel nervous about my driving test tomorrow.",
+    "What's the difference between a latte and a cappuccino?",
+    "Who invented the telephone?",
+    "Give me a good opening line for a wedding toast.",
+    "How many bones are in the human body?",
+    "Should I water succulents every day?",
+    "What is a good stretch for lower back pain?",
+    "Translate 'good morning' into Spanish.",
+    "Why is the ocean salty?",
+    "How do airplanes stay in the air?",
+    "My phone battery drains fast. Any tips?",
+    "What's a polite way to decline a meeting invitation?",
+    "Recommend a board game for four players.",
+    "How long should I steep green tea?",
+    "How do noise-cancelling headphones work?",
+    "Is a tomato a fruit or a vegetable?",
+    "Can you help me plan a birthday party for a ten-year-old?",
+    "What does a software engineer do all day?",
+    "How do I get red wine out of a carpet?",
+    "Why do leaves change color in the fall?",
+    "What's the capital of Australia?",
+    "What rhymes with orange?",
+    "How can I be more productive in the morning?",
+]
+
+
 def heldout_prompts(n: int = 40, seed: int = 1_000_003) -> list[str]:
     """Evaluation prompts; never in ``train_prompts`` (any n, same seeds)."""
     return _generate(n, seed, set())
