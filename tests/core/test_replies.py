@@ -22,8 +22,10 @@ RECORDS = [
 ]
 
 
-def test_longest_match_and_majority_continuation() -> None:
+@pytest.mark.parametrize("small", [0, 64])
+def test_longest_match_and_majority_continuation(small: int) -> None:
     ix = ReplyIndex.from_records(RECORDS)
+    ix.small = small
     assert len(ix) == 5 + 5 + 4 + 5  # reply tokens only
     # "2 3" occurs 4 times; "1 2 3" 3 times; "9 1 2 3" never (the context's own 9).
     m = ix.match([9, 1, 2, 3])
@@ -81,22 +83,25 @@ def brute(records, context, k, min_path, max_n=8, min_count=2):  # noqa: ANN001,
     return order, out
 
 
+@pytest.mark.parametrize("small", [0, 3, 64])  # numpy only; both, switching; Python only
 @pytest.mark.parametrize("seed", range(6))
-def test_matches_a_brute_force_scan(seed: int) -> None:
+def test_matches_a_brute_force_scan(seed: int, small: int) -> None:
     rng = random.Random(seed)
     records = []
     for _ in range(40):
         prefix = [rng.randrange(50, 53) for _ in range(rng.randrange(0, 3))]
         reply = [rng.randrange(0, 6) for _ in range(rng.randrange(1, 12))]
         records.append((prefix + reply, len(prefix)))
-    ix = ReplyIndex.from_records(records, max_n=5)
+    max_n = (3, 5, 8)[seed % 3]  # one packed word, then both
+    ix = ReplyIndex.from_records(records, max_n=max_n)
+    ix.small = small
     for _ in range(60):
         ctx = [
-            rng.randrange(0, 6) if rng.random() < 0.9 else 51 for _ in range(rng.randrange(1, 9))
+            rng.randrange(0, 6) if rng.random() < 0.9 else 51 for _ in range(rng.randrange(1, 11))
         ]
         min_path = rng.choice([0.0, 0.3, 0.6])
         m = ix.match(ctx)
-        order, want = brute(records, ctx, 4, min_path, max_n=5)
+        order, want = brute(records, ctx, 4, min_path, max_n=max_n)
         assert m.order == order, ctx
         got = ix.continuation(m, 4, min_path)[0] if m.order else []
         # Ties between equally frequent tokens: the index takes the smallest token too.
@@ -123,7 +128,7 @@ def test_save_and_load_round_trip(tmp_path) -> None:  # noqa: ANN001
         reply_at=np.array([r for _, r in recs]),
     )
     a, b = ReplyIndex.load(str(path)), ReplyIndex.from_records(RECORDS)
-    assert np.array_equal(a.pos, b.pos) and np.array_equal(a.head, b.head)
+    assert np.array_equal(a.pos, b.pos) and np.array_equal(a.words, b.words)
 
 
 def test_bad_stores_are_refused() -> None:
@@ -131,6 +136,14 @@ def test_bad_stores_are_refused() -> None:
         ReplyIndex(np.arange(5), np.array([0, 3]), np.array([0]))
     with pytest.raises(ValueError, match="non-empty"):
         ReplyIndex(np.arange(5), np.array([0, 0, 5]), np.array([0, 0]))
+    with pytest.raises(ValueError, match="pack"):
+        ReplyIndex(np.array([1, 70000]), np.array([0, 2]), np.array([0]))
+    with pytest.raises(ValueError, match="max_n"):
+        ReplyIndex(np.arange(5), np.array([0, 5]), np.array([0]), max_n=9)
+    # A context token the store cannot hold matches nothing, and stops the match there.
+    ix = ReplyIndex.from_records(RECORDS)
+    assert ix.match([70000, 90, 91]).order == 2
+    assert ix.match([90, 70000]).order == 0
 
 
 def test_the_hybrid_asks_the_store_after_lookup_and_before_the_model() -> None:
