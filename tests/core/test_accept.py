@@ -95,6 +95,12 @@ def test_greedy_rule() -> None:
     assert (r.n_accepted, r.next_token) == (0, 1)
     with pytest.raises(ValueError):
         A.greedy(np.array([0, 0]), logits)
+    # With the target's argmax given (Scores.best), the same answers without reading q.
+    best = logits.argmax(axis=-1)
+    for d in ([1, 0, 2], [1, 2, 2], [0, 0, 2], [1, 0, 0]):
+        a, b = A.greedy(np.array(d), logits), A.greedy(np.array(d), logits, best)
+        assert (a.n_accepted, a.next_token) == (b.n_accepted, b.next_token), d
+        assert a.accepted.tolist() == b.accepted.tolist()
 
 
 def test_top_k_rule() -> None:

@@ -129,7 +129,15 @@ def greedy(draft: np.ndarray, q: np.ndarray, argmax: np.ndarray | None = None) -
     """
     q = np.asarray(q)
     draft, k = _check(draft, q)
-    best = q.argmax(axis=-1) if argmax is None else argmax  # (K+1,)
+    if argmax is not None:
+        # Plain Python over K + 1 ints: each numpy call costs ~10 µs right after a
+        # target pass has swept the caches, and this runs once per pass.
+        d, b = draft.tolist(), np.asarray(argmax).tolist()
+        n = 0
+        while n < k and d[n] == b[n]:
+            n += 1
+        return Accept(n, int(b[n]), _prefix(n, k))
+    best = q.argmax(axis=-1)  # (K+1,)
     n = _first_false(draft == best[:k])
     return Accept(n, int(best[n]), _prefix(n, k))
 
@@ -163,7 +171,7 @@ def greedy_siblings(
     k = len(draft)
     chain = greedy(draft, q[: k + 1], best[: k + 1])
     n = chain.n_accepted
-    kept = [int(t) for t in np.asarray(draft)[:n]]
+    kept = np.asarray(draft)[:n].tolist()
     for j, (d, x) in enumerate(siblings):
         if d == n and x == chain.next_token:  # never draft[n]: it just failed
             row = k + 1 + j

@@ -299,7 +299,7 @@ class SpeculativeDecoder:
             else:
                 res = self._verify(drafts, prop, scores)
                 n_acc = res.n_accepted
-                out = res.emitted(np.asarray(drafts, dtype=np.int64))
+                out = [*drafts[:n_acc], res.next_token]  # res.emitted(drafts), without numpy
             self.target.rollback(base + 1 + n_acc)
             t3 = clock()
             for i, tok in enumerate(out):  # cut at a stop token
