@@ -86,6 +86,7 @@ class LlmConfig:
     model: str = "smollm2-135m"
     weights: str = "int4"  # fp32 | bf16 | int8 | int4 (int4 = the GGUF's own Q4_1 grid)
     drafter: str = "ngram+smollm2-draft"  # none | ngram | EAGLE draft | GGUF | ngram+<either>
+    reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store
     spec_k: int = 4
     adaptive_k: bool = True
     temperature: float = 0.0

@@ -142,6 +142,11 @@ def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
     # The draft ships its reply store (models/smollm2-draft/replies.npz), behind lookup.
     assert eng.replies is not None and eng.proposer.store is not None
     assert eng.proposer.used_store > 0
+    # [llm] reply_store = false: lookup and the draft only (the weights are shared).
+    off = load_engine(
+        "smollm2-135m", "int4", "ngram+smollm2-draft", k=3, max_len=512, reply_store=False
+    )
+    assert off.replies is None and off.proposer.store is None and off.fork().proposer.store is None
 
 
 def test_forks_share_weights_and_keep_their_own_caches(engine) -> None:

@@ -75,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
         row = name if not args.siblings else f"{name} siblings={'off' if alt is None else alt}"
         row += f" store={'on' if store else 'off'}" if args.store else ""
         if args.engine:  # exactly what the LLM stage runs: load_engine's K settings
-            eng = E.load_engine(cfg.model, weights, name, cfg.spec_k, cfg.adaptive_k, sp, 2048)
+            eng = E.load_engine(
+                cfg.model, weights, name, cfg.spec_k, cfg.adaptive_k, sp, 2048,
+                reply_store=cfg.reply_store,
+            )  # fmt: skip
             assert eng.model is m
             rows[row] = _with_store(_with_siblings(eng.fork().decoder(), alt), store)
             if eng.eagle is not None:

@@ -326,6 +326,7 @@ def load_engine(
     cache: bool = True,
     draft_weights: str = "int4",
     k_max: int = 0,
+    reply_store: bool = True,
 ) -> Engine:
     """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft") or a
     GGUF draft model's name/path sharing the tokenizer; "ngram+<either>": prompt
@@ -335,6 +336,8 @@ def load_engine(
     only proposals, so its precision barely moves acceptance, while its decode
     cost is paid K times per step. An EAGLE draft's weights are prepared once per
     process and target model (``shared_eagle``); each fork has its own caches.
+    Behind prompt lookup an EAGLE draft's reply store drafts too (``shared_replies``),
+    unless ``reply_store`` is False.
     """
     from voicepipe.nn.draft_spec import is_eagle_draft
 
@@ -350,7 +353,7 @@ def load_engine(
         raise ValueError(f"drafter {drafter!r}: name a draft model after {HYBRID!r}")
     if is_eagle_draft(name):
         eagle = shared_eagle(name, m, cache)
-        if drafter.startswith(HYBRID):  # the store drafts behind lookup, beside the draft
+        if drafter.startswith(HYBRID) and reply_store:  # behind lookup, beside the draft
             replies = shared_replies(name)
     elif name not in ("", "none", "off", "ngram"):
         draft, _ = get(gguf_path(name), draft_weights, m.max_len)

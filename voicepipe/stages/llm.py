@@ -78,7 +78,10 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
     # 2048 positions: a voice conversation's window (older turns are dropped), and a
     # per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
-    base = load_engine(c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048)
+    base = load_engine(
+        c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
+        reply_store=c.reply_store,
+    )  # fmt: skip
     return base.fork()
 
 
