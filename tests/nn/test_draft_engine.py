@@ -241,3 +241,18 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
             hf, gf = fast.step(cf, hr[None], [tok], n + i)
             hr, gr = ref.step(cr, hr[None], [tok], n + i)
     assert cf.length == cr.length == n + 4
+
+
+def test_an_unreadable_reply_store_names_the_fix(tmp_path) -> None:  # noqa: ANN001
+    import shutil
+
+    from voicepipe.nn.draft_model import DraftError
+    from voicepipe.nn.draft_spec import draft_path
+    from voicepipe.nn.engine import shared_replies
+
+    ckpt = tmp_path / "draft.pt"
+    shutil.copy(draft_path("smollm2-draft"), ckpt)
+    assert shared_replies(str(ckpt)) is None  # none beside it: lookup and the draft only
+    (tmp_path / "replies.npz").write_bytes(b"not an npz")
+    with pytest.raises(DraftError, match=r"unreadable.*train draft --stage replies.*reply_store"):
+        shared_replies(str(ckpt))

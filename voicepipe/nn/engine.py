@@ -298,7 +298,7 @@ def shared_eagle(name: str, model: llama.Transformer, cache: bool = True) -> Any
 def shared_replies(name: str) -> ReplyIndex | None:
     """The reply store beside an EAGLE draft's checkpoint (``replies.npz``: ``voicepipe
     train draft --stage replies``), indexed once per process; None if it has none."""
-    from voicepipe.nn.draft_spec import draft_path
+    from voicepipe.nn.draft_spec import DraftError, draft_path
 
     path = draft_path(name).parent / REPLIES_FILE
     if not path.exists():
@@ -306,7 +306,18 @@ def shared_replies(name: str) -> ReplyIndex | None:
     key = str(path)
     with _LOCK:
         if key not in _REPLIES:
-            _REPLIES[key] = ReplyIndex.load(key)
+            try:
+                _REPLIES[key] = ReplyIndex.load(key)
+            except (OSError, ValueError, KeyError) as e:  # truncated, not an npz, wrong arrays
+                fix = (
+                    "rebuild it with: voicepipe train draft --stage replies"
+                    if Path(name).exists()  # a checkpoint path, not a registry model
+                    else f"fetch it again with: voicepipe models pull {name}"
+                )
+                raise DraftError(
+                    f"reply store {path} is unreadable ({e}); {fix}, "
+                    "or set [llm] reply_store = false"
+                ) from e
         return _REPLIES[key]
 
 
