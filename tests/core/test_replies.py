@@ -157,3 +157,26 @@ def test_the_hybrid_asks_the_store_after_lookup_and_before_the_model() -> None:
     assert draft.calls == 1
     h.reset()
     assert (h.used_ngram, h.used_store) == (0, 0)
+
+
+def test_a_sure_store_drafts_in_place_of_a_short_lookup_match() -> None:
+    # The context repeats "90 91" (a 2-token lookup match proposing "5 90"); the
+    # store has seen "90 91" 4 times, 3 of them going on with 1 (share 0.75).
+    ctx = [90, 91, 5, 90, 91]
+    store = ReplyProposer(ReplyIndex.from_records(RECORDS), min_n=2, min_path=0.55)
+
+    def hybrid(order: int, share: float) -> HybridProposer:
+        return HybridProposer(
+            NgramProposer(min_n=2), Fixed([7]), store=store,
+            store_first_order=order, store_first_share=share,
+        )  # fmt: skip
+
+    h = hybrid(3, 0.7)
+    assert h.propose(ctx, 4).tokens == [1, 2, 3]  # 0.75 ≥ 0.7: the store
+    assert (h.used_store, h.used_ngram) == (1, 0)
+    assert store.last_shares == [0.75, 1.0, 1.0]
+    assert hybrid(3, 0.8).propose(ctx, 4).tokens == [5, 90]  # not sure enough: lookup
+    assert hybrid(1, 0.7).propose(ctx, 4).tokens == [5, 90]  # a 2-token match is kept
+    assert hybrid(0, 0.0).propose(ctx, 4).tokens == [5, 90]  # off by default
+    long_ctx = [8, 2, 3, 4, 9, 8, 2, 3, 4]  # a 4-token lookup match: never yields at 3
+    assert hybrid(3, 0.0).propose(long_ctx, 4).tokens == [9, 8, 2, 3]

@@ -70,6 +70,19 @@ def test_the_store_drafts_between_lookup_and_the_draft_while_its_path_holds() ->
     assert h(s, 6) == R.Pick(2, 1, 0)  # no lookup match: the store
     # Nothing from the store: the draft.
     assert h(R.Site(eagle_confs=(0.9, 0.9), eagle_ok=1), 6) == R.Pick(2, 1, 2)
+    # A short lookup match yields to a sure store (first share ≥ 0.8), as core.hybrid does.
+    both = R.Site(ngram_order=2, ngram_len=4, ngram_ok=0, store_order=3,
+                  store_shares=(0.9, 0.9), store_ok=2)  # fmt: skip
+    first = R.hybrid(R.ngram(), R.eagle(k_max=2), 2, store, store_first_order=3,
+                     store_first_share=0.8)  # fmt: skip
+    assert first(both, 6) == R.Pick(2, 2, 0)
+    assert h(both, 6) == R.Pick(2, 0, 0)  # off by default: lookup
+    unsure = R.Site(ngram_order=3, ngram_len=4, ngram_ok=3, store_order=3,
+                    store_shares=(0.7,), store_ok=1)  # fmt: skip
+    assert first(unsure, 6) == R.Pick(3, 3, 0)
+    longer = R.Site(ngram_order=4, ngram_len=4, ngram_ok=4, store_order=3,
+                    store_shares=(1.0,), store_ok=1)  # fmt: skip
+    assert first(longer, 6) == R.Pick(4, 4, 0)
 
 
 def test_first_guess_accuracy_by_order_and_confidence() -> None:

@@ -23,8 +23,10 @@ EAGLE_ALT_MIN, or the second likeliest only): one setting of today's rule
 changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
 (a draft tree); ``*_chain`` leaves them out. ``hybrid`` also drafts from the
 draft's reply store (core.replies) where lookup has no match, as the engine
-does; ``hybrid_no_store`` does not, ``hybrid_store_min_n_*`` /
-``hybrid_store_path_*`` move its thresholds. Lookup is
+does, and in place of a short lookup match where the store is sure;
+``hybrid_no_store`` never drafts from the store, ``hybrid_lookup_first``
+never in place of lookup, ``hybrid_store_min_n_*`` / ``hybrid_store_path_*``
+move its thresholds. Lookup is
 traced with max_n 8, so the session-2 rows (max_n 4) may match a longer
 n-gram than that rule did. ``first_guess``: how often each drafter's first
 guess is right, by lookup's match order, by the draft's confidence and by
@@ -160,9 +162,13 @@ def run(args: argparse.Namespace) -> int:
     engine_store = R.store(E.STORE_MIN_N, E.STORE_MIN_PATH) if eng.replies is not None else None
 
     def behind_lookup(
-        draft: R.Choice, min_n: int = E.HYBRID_MIN_N, replies: R.Choice | None = engine_store
+        draft: R.Choice,
+        min_n: int = E.HYBRID_MIN_N,
+        replies: R.Choice | None = engine_store,
+        first_order: int = E.STORE_FIRST_ORDER,
     ) -> R.Choice:
-        return R.hybrid(R.ngram(min_n=min_n), draft, min_n, replies)
+        look = R.ngram(min_n=min_n)
+        return R.hybrid(look, draft, min_n, replies, first_order, E.STORE_FIRST_SHARE)
 
     hyb = ctl(E.HYBRID_K_MAX)
     chain = R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)  # without the runner-ups (before session 9)
@@ -175,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
         "eagle_k3_always": (tree(3, 0.0), ctl(3)),
         "hybrid": (behind_lookup(tree()), hyb),
         "hybrid_no_store": (behind_lookup(tree(), replies=None), hyb),
+        "hybrid_lookup_first": (behind_lookup(tree(), first_order=0), hyb),  # store after lookup
         "hybrid_chain": (behind_lookup(chain), hyb),
         "hybrid_lookup_from_3": (behind_lookup(tree(), 3), hyb),
         "hybrid_session2": (R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3), hyb),

@@ -18,7 +18,10 @@ rejected token has no mass left in the residual it is resampled from).
 
 Between the two, optionally, a store of the target's own past replies
 (``core.replies``): where the context's last tokens continue the same way in
-most of them, that continuation is drafted, again without a model step.
+most of them, that continuation is drafted, again without a model step. A
+short lookup match (≤ ``store_first_order`` tokens: right about half the time)
+yields to the store where ≥ ``store_first_share`` of its occurrences agree on
+the first token.
 """
 
 from __future__ import annotations
@@ -40,8 +43,12 @@ class HybridProposer:
         draft_k: int = 0,
         draft_ctl: CostAwareK | None = None,
         store: Proposer | None = None,
+        store_first_order: int = 0,
+        store_first_share: float = 1.0,
     ) -> None:
         self.ngram, self.draft, self.store = ngram, draft, store
+        self.store_first_order = store_first_order
+        self.store_first_share = store_first_share
         self.draft_k = draft_k
         self.draft_ctl = draft_ctl
         self.name = name or f"ngram+{draft.name}"
@@ -60,6 +67,13 @@ class HybridProposer:
     def propose(self, context: list[int], k: int) -> Proposal:
         self._observe(context)
         p = self.ngram.propose(context, k)
+        if p.tokens and self.store is not None:
+            if getattr(self.ngram, "last_order", 1 << 30) <= self.store_first_order:
+                ps = self.store.propose(context, k)
+                shares = getattr(self.store, "last_shares", [])
+                if ps.tokens and shares and shares[0] >= self.store_first_share:
+                    self.used_store += 1
+                    return ps
         if p.tokens:
             self.used_ngram += 1
             return p

@@ -37,6 +37,7 @@ class NgramProposer:
 
     def reset(self) -> None:
         self._ctx: list[int] = []
+        self.last_order = 0
         # n-gram → index of the token that followed its latest occurrence.
         self._index: dict[tuple[int, ...], int] = {}
 
@@ -67,4 +68,5 @@ class NgramProposer:
 
     def propose(self, context: list[int], k: int) -> Proposal:
         n, start = self.lookup(context)
+        self.last_order = n  # the match behind this proposal (a hybrid weighs it)
         return Proposal(tokens=self._ctx[start : start + min(k, n)], probs=None)

@@ -223,15 +223,17 @@ class ReplyProposer:
         self.index = index
         self.min_n = min_n
         self.min_path = min_path
+        self.last_shares: list[float] = []  # behind each token of the last proposal
 
     def reset(self) -> None:
-        pass  # stateless: the store never changes
+        self.last_shares = []  # the store itself never changes
 
     def propose(self, context: list[int], k: int) -> Proposal:
+        self.last_shares = []
         if k <= 0:
             return Proposal(tokens=[])
         m = self.index.match(context)
         if m.order < self.min_n:
             return Proposal(tokens=[])
-        toks, _ = self.index.continuation(m, k, self.min_path)
+        toks, self.last_shares = self.index.continuation(m, k, self.min_path)
         return Proposal(tokens=toks)

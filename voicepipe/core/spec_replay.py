@@ -147,11 +147,29 @@ def store(min_n: int, min_path: float) -> Choice:
     return choose
 
 
-def hybrid(lookup: Choice, draft: Choice, min_order: int, replies: Choice | None = None) -> Choice:
+def hybrid(
+    lookup: Choice,
+    draft: Choice,
+    min_order: int,
+    replies: Choice | None = None,
+    store_first_order: int = 0,
+    store_first_share: float = 1.0,
+) -> Choice:
     """Prompt lookup where its match has ≥ min_order tokens, else the reply store's
-    proposal (``replies``, when given and it has one), else the draft."""
+    proposal (``replies``, when given and it has one), else the draft; as
+    core.hybrid, a lookup match of ≤ store_first_order tokens yields to the store
+    where ≥ store_first_share of its occurrences agree on its first token."""
 
     def choose(s: Site, k: int) -> Pick:
+        if (
+            replies is not None
+            and min_order <= s.ngram_order <= store_first_order
+            and s.store_shares
+            and s.store_shares[0] >= store_first_share
+        ):
+            p = replies(s, k)
+            if p.drafted:
+                return p
         if s.ngram_order >= min_order:
             return lookup(s, k)
         if replies is not None:

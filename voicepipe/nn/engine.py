@@ -208,7 +208,10 @@ def _session(
             store = None
             if replies is not None:
                 store = ReplyProposer(replies, min_n=STORE_MIN_N, min_path=STORE_MIN_PATH)
-            return target, HybridProposer(ngram, prop, drafter, draft_k=EAGLE_K, store=store)
+            return target, HybridProposer(
+                ngram, prop, drafter, draft_k=EAGLE_K, store=store,
+                store_first_order=STORE_FIRST_ORDER, store_first_share=STORE_FIRST_SHARE,
+            )  # fmt: skip
         return target, prop
     if drafter.startswith(HYBRID):  # a GGUF draft model behind prompt lookup
         prop = _proposer(drafter.removeprefix(HYBRID), sp, draft_model)
@@ -262,6 +265,12 @@ HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
 # gave less (bench replay's hybrid_store_* rows; docs/BENCHMARKS.md, session 10).
 STORE_MIN_N = 2
 STORE_MIN_PATH = 0.5
+# ... and it drafts instead of a lookup match of ≤ STORE_FIRST_ORDER tokens (right
+# 49-54 % of the time) where ≥ STORE_FIRST_SHARE of its occurrences agree on the
+# first token (right ~92 %): replayed +1.3 % on the held-out prompts, +0.2 % on
+# open questions, ±0 on grounded ones (bench replay's hybrid_lookup_first row).
+STORE_FIRST_ORDER = 3
+STORE_FIRST_SHARE = 0.8
 
 
 _MODELS: dict[tuple[str, str, int], tuple[llama.Transformer, float]] = {}
