@@ -1,0 +1,57 @@
+"""The answers question set: well formed, and never in a training or distillation prompt."""
+
+from __future__ import annotations
+
+from voicepipe.bench.answers import SET_PATH, load_set
+from voicepipe.core.answers import REPLY
+from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts, norm, train_prompts
+
+CATEGORIES = {
+    "facts", "arithmetic", "units", "dates", "translation", "definitions", "advice",
+    "refusals", "followups",
+}  # fmt: skip
+
+
+def _prompt_lists() -> dict[str, list[str]]:
+    """Every prompt list the project trains, distils or tunes its drafting on."""
+    from voicepipe.bench.llm import PROMPTS
+    from voicepipe.training.corpus import sentences
+
+    train, held = sentences()  # the TTS corpus: spoken text the project trains on
+    return {
+        # 12,000 asks for more than the three series hold: the whole list (the draft's
+        # distillation data and its reply store answer a prefix of it).
+        "train_prompts": train_prompts(12000),
+        "heldout_prompts": heldout_prompts(),
+        "OPEN_PROMPTS": OPEN_PROMPTS,
+        "bench llm PROMPTS": [p for ps in PROMPTS.values() for p in ps],
+        "tts corpus": train + held,
+    }
+
+
+def test_the_set_is_large_and_covers_its_categories() -> None:
+    s = load_set(SET_PATH)
+    items = s.select()
+    assert len(items) >= 100
+    assert set(s.categories) >= CATEGORIES
+    for cat in CATEGORIES:
+        assert sum(i.category == cat for i in items) >= 10, cat
+    follow = [i for i in items if i.category == "followups"]
+    assert follow and all(len(i.turns) == 2 for i in follow)
+    assert all(i.kind == REPLY for i in items)
+    # Every question is a different question.
+    keys = [norm(" / ".join(i.turns)) for i in items]
+    assert len(set(keys)) == len(keys)
+
+
+def test_no_question_is_in_any_training_or_distillation_prompt_list() -> None:
+    turns = [t for i in load_set(SET_PATH).items for t in i.turns]
+    for name, prompts in _prompt_lists().items():
+        keys = {norm(p) for p in prompts}
+        assert len(keys) > 1, name
+        same = [t for t in turns if norm(t) in keys]
+        assert not same, f"in {name}: {same}"
+        # Nor inside a longer prompt (a question with a preamble is the same question).
+        long = [norm(t) for t in turns if len(norm(t).split()) >= 4]
+        inside = [t for t in long for k in keys if f" {t} " in f" {k} "]
+        assert not inside, f"inside {name}: {inside[:5]}"

@@ -1,0 +1,222 @@
+"""`voicepipe bench answers [--model A,B] [--json]`: are the LLM's spoken answers right?
+
+Asks each model the question set ``voicepipe/bench/answers_set.toml`` (facts,
+arithmetic, units, dates, translation, definitions, advice, refusals of what a
+voice assistant cannot do, two-turn follow-ups) through the real LLM stage:
+``voicepipe.stages.llm.LlmStage`` with the configured system prompt, its
+conversation memory across an item's turns, its engine (chat template,
+speculative decoder, drafter) and its clause chunker. Each item gets a fresh
+session (a new stage on a fork of the shared weights), as a new caller would;
+the reply checked is what the stage hands to the TTS (the chunks, joined),
+against the item's regexes (``voicepipe.core.answers``).
+
+Prints one JSON object: per model, accuracy overall and per category, decode
+speed (``decode_tok_s``: tokens after the first over the time from the first
+token to the last, all replies pooled), time to first token (the stage's
+``llm.ttft`` span: prompt prefill, for first turns on a fresh session and for
+follow-ups that prefill only the new turn), mean reply length in tokens and
+words, replies cut off at ``llm.max_new_tokens``, and every item's reply and
+verdict. Greedy decoding (``llm.temperature = 0``) gives the same replies with
+or without a drafter, so the drafter moves speed only.
+
+Drafter: ``--drafter`` for every model; by default the configured drafter for
+the configured model and prompt lookup (``ngram``) for the others (the EAGLE
+draft is trained for SmolLM2-135M only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SET_PATH = Path(__file__).with_name("answers_set.toml")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "answers",
+        help="accuracy of the LLM's spoken answers per model and category, with speed (JSON)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model", default="", help="NAME[,NAME...] (default: llm.model)")
+    p.add_argument("--drafter", default="", help="drafter for every model (see above)")
+    p.add_argument("--set", default=str(SET_PATH), help="question set (TOML or JSON)")
+    p.add_argument("--category", default="", help="CAT[,CAT...]: only these categories")
+    p.add_argument("--n", type=int, default=0, help="only the first N items (after --category)")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--no-items", action="store_true", help="leave per-item replies out")
+    p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.set_defaults(func=run)
+
+
+def load_set(path: str | Path):  # noqa: ANN201 - core.answers.QuestionSet
+    from voicepipe.config import tomllib
+    from voicepipe.core.answers import parse_set
+
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    return parse_set(json.loads(text) if p.suffix == ".json" else tomllib.loads(text))
+
+
+def _mean(xs: list[float]) -> float:
+    return round(statistics.fmean(xs), 1) if xs else 0.0
+
+
+async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 - LlmStage
+    """One turn through the stage; its reply and the stage's own spans."""
+    from voicepipe.frames import SpanFrame
+
+    spans: dict[str, SpanFrame] = {}
+
+    async def sink(f) -> None:  # noqa: ANN001
+        if isinstance(f, SpanFrame):
+            spans[f.name] = f
+
+    stage.push = sink
+    reply = await stage.reply(turn, text)
+    ttft = spans.get("llm.ttft")
+    tpot = spans.get("llm.tpot")
+    tokens = int(tpot.attrs["tokens"]) if tpot else (1 if ttft else 0)
+    return {
+        "reply": reply,
+        "ttft_ms": round(ttft.duration_ms, 1) if ttft else None,
+        "tokens": tokens,
+        "decode_ms": float(tpot.attrs["decode_ms"]) if tpot else 0.0,
+    }
+
+
+async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN001
+    """Ask every item of ``items`` through a real LlmStage built from ``cfg``."""
+    from voicepipe.core.answers import Tally
+    from voicepipe.stages.llm import LlmStage, engine_for
+
+    t0 = time.perf_counter()
+    base = await asyncio.to_thread(engine_for, cfg)
+    load_s = time.perf_counter() - t0
+    tally = Tally()
+    rows: list[dict[str, Any]] = []
+    first_ttft: list[float] = []
+    follow_ttft: list[float] = []
+    tokens: list[int] = []
+    words: list[int] = []
+    dec_tokens = 0
+    dec_ms = 0.0
+    cut = 0
+    t_all = time.perf_counter()
+    for item in items:
+        stage = LlmStage(cfg, base.fork())  # a new session: own conversation and KV cache
+        turns = []
+        for n, text in enumerate(item.turns, 1):
+            r = await _ask(stage, n, text)
+            turns.append(r)
+            if r["ttft_ms"] is not None:
+                (first_ttft if n == 1 else follow_ttft).append(r["ttft_ms"])
+            tokens.append(r["tokens"])
+            words.append(len(r["reply"].split()))
+            cut += r["tokens"] >= cfg.llm.max_new_tokens
+            if r["tokens"] > 1:
+                dec_tokens += r["tokens"] - 1
+                dec_ms += r["decode_ms"]
+        ok, why = item.check.verdict(turns[-1]["reply"])
+        tally.add(item.category, ok)
+        rows.append(
+            {
+                "id": item.id,
+                "category": item.category,
+                "pass": ok,
+                "why": why,
+                "replies": [t["reply"] for t in turns],
+                "tokens": [t["tokens"] for t in turns],
+            }
+        )
+        if log:
+            log(f"{cfg.llm.model} {'pass' if ok else 'FAIL'} {item.id}: {turns[-1]['reply']!r}")
+    all_ttft = first_ttft + follow_ttft
+    out: dict[str, Any] = {
+        "model": cfg.llm.model,
+        "drafter": cfg.llm.drafter,
+        "weights": cfg.llm.weights,
+        "params_m": round(base.model.n_params / 1e6, 1),
+        "load_s": round(load_s, 2),
+        **tally.as_dict(),
+        "decode_tok_s": round(dec_tokens / (dec_ms / 1e3), 1) if dec_ms else 0.0,
+        "ttft_ms_first_turn": _mean(first_ttft),
+        "ttft_ms_followup": _mean(follow_ttft),
+        "ttft_ms_median": round(statistics.median(all_ttft), 1) if all_ttft else 0.0,
+        "mean_reply_tokens": _mean([float(t) for t in tokens]),
+        "mean_reply_words": _mean([float(w) for w in words]),
+        "replies": len(tokens),
+        "replies_cut_at_max_new_tokens": cut,
+        "wall_s": round(time.perf_counter() - t_all, 1),
+        "items": rows,
+    }
+    return out
+
+
+def model_config(cfg, model: str, drafter: str):  # noqa: ANN001, ANN201 - Config
+    """``cfg`` with ``model``; the drafter: ``drafter``, else the configured one for the
+    configured model, else prompt lookup (an EAGLE draft belongs to its own target)."""
+    d = drafter or (cfg.llm.drafter if model == cfg.llm.model else "ngram")
+    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, model=model, drafter=d))
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from voicepipe import registry
+    from voicepipe.bench.llm import _cpu
+    from voicepipe.core.answers import SetError
+
+    torch.set_num_threads(args.threads)
+    cfg = args.config
+    try:
+        qset = load_set(args.set)
+        cats = [c for c in args.category.split(",") if c] or None
+        items = qset.select(categories=cats)
+    except (OSError, SetError, ValueError) as e:
+        print(f"voicepipe bench answers: {e}", file=sys.stderr)
+        return 2
+    if args.n:
+        items = items[: args.n]
+    models = [m for m in args.model.split(",") if m] or [cfg.llm.model]
+    log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
+    out: dict[str, Any] = {
+        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
+        "set": {
+            "path": str(args.set),
+            "version": qset.version,
+            "items": len(items),
+            "turns": sum(len(i.turns) for i in items),
+            "categories": sorted({i.category for i in items}),
+        },
+        "llm": {
+            "system_prompt": cfg.llm.system_prompt,
+            "max_new_tokens": cfg.llm.max_new_tokens,
+            "temperature": cfg.llm.temperature,
+        },
+        "models": [],
+    }
+    for name in models:
+        mcfg = model_config(cfg, name, args.drafter)
+        try:
+            row = asyncio.run(run_model(mcfg, items, log))
+        except (registry.ModelError, FileNotFoundError) as e:
+            print(f"voicepipe bench answers: {name}: {e}", file=sys.stderr)
+            return 2
+        if args.no_items:
+            del row["items"]
+        out["models"].append(row)
+        summary = {k: v for k, v in row.items() if k != "items"}
+        print(json.dumps(summary), file=sys.stderr, flush=True)
+    out["machine"]["loadavg_end"] = os.getloadavg()[0]
+    print(json.dumps(out, indent=None if args.json else 2))
+    return 0
