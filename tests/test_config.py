@@ -70,3 +70,28 @@ def test_cli_reports_the_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert "llm.nope" in capsys.readouterr().err
     assert main(["trace", "summarize", "x.jsonl", "--server.port=abc"]) == 2
     assert "server.port" in capsys.readouterr().err
+
+
+def test_every_shipped_config_loads() -> None:
+    files = sorted((config.DEFAULT_TOML.parent).glob("*.toml"))
+    assert config.DEFAULT_TOML in files and len(files) >= 2
+    for p in files:
+        config.load(p)  # raises ConfigError naming the key if a file went stale
+
+
+def test_fast_profile_pins_the_135m_and_changes_only_the_llm() -> None:
+    import tomllib
+
+    p = config.DEFAULT_TOML.parent / "fast.toml"
+    data = tomllib.loads(p.read_text())
+    assert set(data) == {"llm"}
+    # Every key spelled out: the profile stays the 135M whatever the defaults become.
+    assert set(data["llm"]) == {f.name for f in dataclasses.fields(config.LlmConfig)}
+    cfg = config.load(p)
+    assert cfg.llm.model == "smollm2-135m" and cfg.llm.drafter == "ngram+smollm2-draft"
+    default = config.to_dict(config.Config())
+    assert {k: v for k, v in config.to_dict(cfg).items() if k != "llm"} == {
+        k: v for k, v in default.items() if k != "llm"
+    }
+    # Overrides still apply on top of the profile.
+    assert config.load(p, ["llm.max_new_tokens=80"]).llm.max_new_tokens == 80

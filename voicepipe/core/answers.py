@@ -125,8 +125,10 @@ def parse_set(data: Mapping[str, Any]) -> QuestionSet:
         if d.get("category") not in cats:
             raise SetError(f"item {iid!r}: category {d.get('category')!r} is not in [categories]")
         turns = d.get("turns")
-        if not isinstance(turns, list) or not turns or not all(
-            isinstance(t, str) and t.strip() for t in turns
+        if (
+            not isinstance(turns, list)
+            or not turns
+            or not all(isinstance(t, str) and t.strip() for t in turns)
         ):
             raise SetError(f"item {iid!r}: turns must be a non-empty list of strings")
         kind = d.get("kind", REPLY)
