@@ -91,6 +91,8 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
         "ttft_ms": round(ttft.duration_ms, 1) if ttft else None,
         "tokens": tokens,
         "decode_ms": float(tpot.attrs["decode_ms"]) if tpot else 0.0,
+        # the whole prompt: system prompt, earlier turns (the stage's memory) and this one
+        "prompt_tokens": int(ttft.attrs["prompt_tokens"]) if ttft else 0,
     }
 
 
@@ -136,6 +138,7 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
                 "why": why,
                 "replies": [t["reply"] for t in turns],
                 "tokens": [t["tokens"] for t in turns],
+                "prompt_tokens": [t["prompt_tokens"] for t in turns],
             }
         )
         if log:
