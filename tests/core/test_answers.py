@@ -148,3 +148,41 @@ def test_every_refusal_needs_a_decline() -> None:
     for i in items:
         assert not i.check.passes("Sure, here you go!"), i.id
         assert not i.check.passes(""), i.id
+
+
+# Replies the 135M really gave that an earlier, looser check took for right answers.
+LOOSE = [
+    ("facts-human-hearts-chambers",
+     "The human heart has four chambers: two atria and two ventricles.",
+     "The human heart has a total of 23 pairs of lungs, which are divided into four quadrants."),
+    ("facts-brazil-language", "People in Brazil speak Portuguese.",
+     "Açúcar is a Spanish loanword that translates to \"Açúcar\" in Portuguese."),
+    ("units-cm-in-m", "There are 100 centimeters in a meter.",
+     "100 centimeters is equal to 100 100 = 1000 meters."),
+    ("follow-my-name", "Yes, your name is Priya.", "Priya is a helpful voice assistant."),
+    ("advice-burned-finger", "Hold it under cool running water for ten minutes.",
+     "Cool it down with a cool cloth. In extreme cases, use a fire extinguisher."),
+    ("dates-feb-leap", "February has 29 days in a leap year and 28 days otherwise.",
+     "February has 28 days in a leap year."),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("item_id, right, wrong", LOOSE)
+def test_checks_refuse_the_135ms_lucky_wrong_replies(item_id: str, right: str, wrong: str) -> None:
+    test_the_sets_checks_take_the_right_answer_and_refuse_the_wrong(item_id, right, wrong)
+
+
+def test_rescore_judges_recorded_replies_again() -> None:
+    from voicepipe.bench.answers import rescore
+
+    s = load_set(SET_PATH)
+    item = next(i for i in s.items if i.id == "arith-12x15")
+    row = {"id": item.id, "turns": list(item.turns), "pass": True, "why": "",
+           "replies": ["12 times 15 is 150."]}  # fmt: skip
+    out = rescore({"models": [{"model": "m", "accuracy": 1.0, "items": [row]}]}, s)
+    m = out["models"][0]
+    assert m["items"][0]["pass"] is False and m["accuracy"] == 0.0 and m["total"] == 1
+    assert m["by_category"] == {"arithmetic": {"accuracy": 0.0, "passed": 0, "total": 1}}
+    row["turns"] = ["What is 13 times 15?"]
+    with pytest.raises(ValueError, match="asks something else"):
+        rescore(out, s)

@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--no-items", action="store_true", help="leave per-item replies out")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
+    p.add_argument(
+        "--rescore",
+        default="",
+        metavar="RESULT.json",
+        help="no model: score the replies recorded in an earlier run against the set's checks",
+    )
     p.set_defaults(func=run)
 
 
@@ -136,6 +142,7 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
                 "category": item.category,
                 "pass": ok,
                 "why": why,
+                "turns": list(item.turns),
                 "replies": [t["reply"] for t in turns],
                 "tokens": [t["tokens"] for t in turns],
                 "prompt_tokens": [t["prompt_tokens"] for t in turns],
@@ -165,6 +172,29 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
     return out
 
 
+def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - QuestionSet
+    """An earlier run's JSON with every recorded reply judged again by ``qset``'s checks
+    (after a check was fixed: the replies do not depend on the checks)."""
+    from voicepipe.core.answers import Tally
+
+    items = {i.id: i for i in qset.items}
+    for row in result["models"]:
+        if "items" not in row:
+            raise ValueError(f"{row['model']}: the result has no replies (run without --no-items)")
+        tally = Tally()
+        for r in row["items"]:
+            item = items.get(r["id"])
+            if item is None:
+                raise ValueError(f"item {r['id']!r} is no longer in the set")
+            if list(item.turns) != r.get("turns", list(item.turns)):
+                raise ValueError(f"item {r['id']!r} asks something else now: run it again")
+            r["pass"], r["why"] = item.check.verdict(r["replies"][-1])
+            tally.add(item.category, r["pass"])
+        row.update(tally.as_dict())
+    result["rescored"] = True
+    return result
+
+
 def model_config(cfg, model: str, drafter: str):  # noqa: ANN001, ANN201 - Config
     """``cfg`` with ``model``; the drafter: ``drafter``, else the configured one for the
     configured model, else prompt lookup (an EAGLE draft belongs to its own target)."""
@@ -190,6 +220,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.n:
         items = items[: args.n]
+    if args.rescore:
+        try:
+            out = rescore(json.loads(Path(args.rescore).read_text()), qset)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"voicepipe bench answers: --rescore: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(out, indent=None if args.json else 2))
+        return 0
     models = [m for m in args.model.split(",") if m] or [cfg.llm.model]
     log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     out: dict[str, Any] = {
