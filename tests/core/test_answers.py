@@ -150,7 +150,7 @@ def test_every_refusal_needs_a_decline() -> None:
         assert not i.check.passes(""), i.id
 
 
-# Replies the 135M really gave that an earlier, looser check took for right answers.
+# Replies the models really gave that an earlier, looser check took for right answers.
 LOOSE = [
     ("facts-human-hearts-chambers",
      "The human heart has four chambers: two atria and two ventricles.",
@@ -164,6 +164,16 @@ LOOSE = [
      "Cool it down with a cool cloth. In extreme cases, use a fire extinguisher."),
     ("dates-feb-leap", "February has 29 days in a leap year and 28 days otherwise.",
      "February has 28 days in a leap year."),
+    # and replies of the 0.5B
+    ("facts-brazil-language", "Brazil uses Portuguese as its primary language.",
+     "Brazilians mostly speak Spanish."),
+    ("dates-after-september", "October comes right after September.",
+     "September comes right after October."),
+    ("def-synonym", "A word that means the same as another word.",
+     "The word synonym means the same thing as the word itself."),
+    ("units-100c-in-f", "That's 212 degrees Fahrenheit.", "That's about 212.4 degrees Fahrenheit."),
+    ("follow-shakespeare-other", "He also wrote Macbeth and Othello.",
+     "He also wrote Macbeth and The Catcher in the Rye."),
 ]  # fmt: skip
 
 
