@@ -150,7 +150,7 @@ def test_every_refusal_needs_a_decline() -> None:
         assert not i.check.passes(""), i.id
 
 
-# Replies the models really gave that an earlier, looser check took for right answers.
+# Replies the models really gave that an earlier check judged wrongly.
 LOOSE = [
     ("facts-human-hearts-chambers",
      "The human heart has four chambers: two atria and two ventricles.",
@@ -174,6 +174,10 @@ LOOSE = [
     ("units-100c-in-f", "That's 212 degrees Fahrenheit.", "That's about 212.4 degrees Fahrenheit."),
     ("follow-shakespeare-other", "He also wrote Macbeth and Othello.",
      "He also wrote Macbeth and The Catcher in the Rye."),
+    # and right replies of the 1.5B that a check first missed
+    ("follow-my-name", "Yes, I remember your name, Priya.", "Yes, I do remember my name as Priya."),
+    ("advice-toothbrush", "Replace your toothbrush every three to six months.",
+     "Get a new toothbrush every 10-15 minutes."),
 ]  # fmt: skip
 
 
