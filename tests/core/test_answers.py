@@ -169,6 +169,7 @@ LOOSE = [
      "Brazilians mostly speak Spanish."),
     ("dates-after-september", "October comes right after September.",
      "September comes right after October."),
+    ("dates-after-friday", "Saturday comes after Friday.", "Friday comes after Saturday."),
     ("def-synonym", "A word that means the same as another word.",
      "The word synonym means the same thing as the word itself."),
     ("units-100c-in-f", "That's 212 degrees Fahrenheit.", "That's about 212.4 degrees Fahrenheit."),
