@@ -22,6 +22,9 @@ or without a drafter, so the drafter moves speed only.
 Drafter: ``--drafter`` for every model; by default the configured drafter for
 the configured model and prompt lookup (``ngram``) for the others (the EAGLE
 draft is trained for SmolLM2-135M only).
+
+``--rescore RESULT.json`` runs no model: it judges the replies recorded in an
+earlier run's JSON again by the set's current checks (after a check is fixed).
 """
 
 from __future__ import annotations
