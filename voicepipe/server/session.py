@@ -26,6 +26,7 @@ from voicepipe import pipelines
 from voicepipe.clock import now_ns
 from voicepipe.core import protocol as P
 from voicepipe.core.admission import Ticket
+from voicepipe.core.session_rules import ServerLimits, ServerRules
 from voicepipe.frames import (
     AudioIn,
     ErrorFrame,
@@ -64,6 +65,11 @@ class Session:
         self.admitted = False  # its hello was accepted: it holds a session slot
         self.id = uuid.uuid4().hex[:12]
         self.start_ns = now_ns()
+        c = self.cfg.server
+        # Hello first and once, message order, deadlines: core/session_rules.py.
+        self.rules = ServerRules(ServerLimits(
+            hello_timeout_ns=round(c.hello_timeout_s * 1e9),
+            idle_timeout_ns=round(c.idle_timeout_s * 1e9), token=c.auth_token), self.start_ns)
         self._draining = False  # the server is shutting down: end once no reply is in flight
         self._open_turns: set[int] = set()  # turns with a final transcript or reply in flight
         self._input_ended = False  # the client sent "end": done + 1000 follow by themselves
@@ -191,17 +197,18 @@ class Session:
         if not recv.cancelled() and recv.exception() is not None:
             raise recv.exception()  # ProtocolError → its close code; ConnectionClosed → quiet
 
-    async def _hello(self) -> P.Hello:
-        deadline = self.server.admission.deadline_ns(self.ticket)
+    async def _receive(self) -> P.Message | P.AudioFrame | None:
+        """The next message, checked against the session rules (None: drop it)."""
+        wait_s = max(0.0, (self.rules.deadline_ns() - now_ns()) / 1e9)
         try:
-            data = await asyncio.wait_for(self.ws.recv(), max(0.0, (deadline - now_ns()) / 1e9))
+            data = await asyncio.wait_for(self.ws.recv(), wait_s)
         except asyncio.TimeoutError:
-            limit = self.cfg.server.hello_timeout_s
-            raise P.ProtocolError(f"no hello within {limit:g} s", P.CLOSE_IDLE_TIMEOUT) from None
-        msg = P.decode(data)
-        if not isinstance(msg, P.Hello):
-            raise P.ProtocolError("the first message must be hello")
-        P.check_hello(msg, token=self.cfg.server.auth_token)
+            raise self.rules.expired() from None
+        return self.rules.receive(P.decode(data), now_ns())
+
+    async def _hello(self) -> P.Hello:
+        msg = await self._receive()
+        assert isinstance(msg, P.Hello)  # the rules accept nothing else first
         refusal = self.server.admit(self)
         if refusal is not None:
             retry = self.cfg.server.retry_after_s
@@ -215,13 +222,10 @@ class Session:
 
     async def _recv_loop(self) -> None:
         assert self.pipeline is not None
-        timeout = self.cfg.server.idle_timeout_s
         while True:
-            try:
-                data = await asyncio.wait_for(self.ws.recv(), timeout)
-            except asyncio.TimeoutError:
-                raise P.ProtocolError("nothing received", P.CLOSE_IDLE_TIMEOUT) from None
-            msg = P.decode(data)
+            msg = await self._receive()
+            if msg is None:
+                continue
             if isinstance(msg, P.AudioFrame):
                 await self._on_audio(msg)
             elif isinstance(msg, P.InterruptMsg):
@@ -234,17 +238,11 @@ class Session:
                 self._input_ended = True
                 await self._flush_input()
                 await self.pipeline.put(InputEnd(turn_id=self._turn))
-            elif isinstance(msg, P.Hello):
-                raise P.ProtocolError("second hello")
-            else:
-                raise P.ProtocolError(f"{msg.TYPE} is a server message")
 
     # ------------------------------------------------------------------ input
 
     async def _on_audio(self, frame: P.AudioFrame) -> None:
         assert self.pipeline is not None and self.info is not None
-        if frame.kind != P.KIND_AUDIO_IN:
-            raise P.ProtocolError("clients send audio kind 1 only")
         rate = self.info.input_sample_rate
         pcm = frame.float32()
         if self._in_next_ts is None:
