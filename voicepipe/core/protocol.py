@@ -304,7 +304,7 @@ class ReplyEndMsg(Message):
 
 @dataclass(frozen=True, kw_only=True)
 class Span(Message):
-    """A finished latency span (names: DESIGN.md §9). Times are ms on the server clock
+    """A finished latency span (names: docs/DESIGN.md §9). Times are ms on the server clock
     since the session started."""
 
     TYPE: ClassVar[str] = "span"

@@ -29,7 +29,7 @@ class ServerMetrics:
         r = self.registry
         self.span_ms = Histogram(
             "voicepipe_span_ms",
-            "Latency span duration (ms), DESIGN.md §9",
+            "Latency span duration (ms), docs/DESIGN.md §9",
             ["name"],
             buckets=_BUCKETS_MS,
             registry=r,
