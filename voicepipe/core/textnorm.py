@@ -1,0 +1,182 @@
+"""TTS text front-end (sans-I/O): what the LLM wrote → words a TTS can say.
+
+LLM replies carry digits, list markers, markdown, quotes, symbols, URLs and
+emoji that a grapheme-to-phoneme front-end reads badly ("1." became "one."
+and a full stop; a quote mark is a phoneme of its own to hibari). Both TTS
+backends (hibari and the codec LM, which share hibari's G2P) speak
+``normalize(text)`` instead of the text itself:
+
+    "1. Read "Romeo and Juliet" (1597) — it's ~3 hrs 😀"
+    → "First, Read Romeo and Juliet fifteen ninety-seven, it's about three hours"
+
+The rules (core/textrules.py) are tried at word starts of the original text,
+left to right, and every output character remembers the span of the original
+it came from. The pipeline keeps the *original* text for everything else
+(the chunker, ``ReplyEnd``, the conversation, barge-in trimming);
+``Normalized.word_weights`` tells the barge-in bookkeeping (core/heard.py)
+how long each original word takes to say, so "1969" counts as the four words
+it is spoken as.
+
+Output characters: letters (and combining marks on them), spaces, the
+apostrophe and hyphen inside words, and ``. , ! ? ; :``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from voicepipe.core.textrules import RULES
+
+PUNCT = frozenset(".,!?;:")
+_STOPS = frozenset(".!?")
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class Normalized:
+    """The spoken text and, per output character, the original span it came from."""
+
+    source: str
+    text: str
+    spans: tuple[tuple[int, int], ...]  # one (start, end) into ``source`` per char of ``text``
+
+    def source_span(self, start: int, end: int) -> tuple[int, int]:
+        """The original characters behind ``text[start:end]`` (empty at ``start`` if none)."""
+        sel = self.spans[start:end]
+        if not sel:
+            at = self.spans[start][0] if start < len(self.spans) else len(self.source)
+            return at, at
+        return min(a for a, _ in sel), max(b for _, b in sel)
+
+    def word_weights(self) -> list[float]:
+        """For each whitespace-separated word of the original (``source.split()``), how many
+        spoken characters it became: 0 for dropped words (an emoji), 19 for "1969".
+
+        A rule's words are spread over the original words its match covered, in
+        proportion to position ("March 3, 2024": "third" belongs to "3,")."""
+        words = [(m.start(), m.end()) for m in _WORD.finditer(self.source)]
+        weights = [0.0] * len(words)
+        if not words:
+            return weights
+        starts = [a for a, _ in words]
+        i = 0
+        while i < len(self.text):
+            a, b = self.spans[i]
+            j = i
+            while j < len(self.text) and self.spans[j] == (a, b):
+                j += 1
+            run = [k for k in range(i, j) if not self.text[k].isspace()]
+            for n, _ in enumerate(run):
+                pos = a + (b - a) * (n + 0.5) / len(run)
+                w = max(0, _bisect_right(starts, pos) - 1)
+                weights[w] += 1.0
+            i = j
+        return weights
+
+
+def _bisect_right(xs: list[int], x: float) -> int:
+    lo, hi = 0, len(xs)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < xs[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def normalize(text: str) -> str:
+    """``text`` as speakable English words (see the module docstring)."""
+    return normalize_spans(text).text
+
+
+def normalize_spans(text: str) -> Normalized:
+    out: list[str] = []
+    spans: list[tuple[int, int]] = []
+
+    def put(s: str, a: int, b: int) -> None:
+        for ch in s:
+            out.append(ch)
+            spans.append((a, b))
+
+    pos, n = 0, len(text)
+    after_rule = False
+    while pos < n:
+        ch = text[pos]
+        mid_word = pos > 0 and ch.isalpha() and text[pos - 1].isalpha()
+        if not mid_word:
+            hit = _apply_rules(text, pos)
+            if hit is not None:
+                end, words = hit
+                if words[:1].isalnum() and out and out[-1].isalnum():
+                    put(" ", pos, pos)  # a rule's words never run into the word before ("GPT4")
+                put(words, pos, end)
+                pos, after_rule = end, True
+                continue
+        if after_rule and ch.isalnum() and out and out[-1].isalnum():
+            put(" ", pos, pos)  # "3D" → "three D"
+        after_rule = False
+        put(_plain_char(text, pos, out), pos, pos + 1)
+        pos += 1
+    return _tidy(text, out, spans)
+
+
+def _apply_rules(text: str, pos: int) -> tuple[int, str] | None:
+    for rx, handler in RULES:
+        m = rx.match(text, pos)
+        if m is None or m.end() == pos:
+            continue
+        words = handler(m)
+        if words is not None:
+            return m.end(), words
+    return None
+
+
+def _plain_char(text: str, pos: int, out: list[str]) -> str:
+    """A character no rule took: letters and sentence punctuation stay, a line break ends
+    a sentence, everything else (emoji, stray symbols) becomes a space."""
+    ch = text[pos]
+    if ch.isalpha() or ch in PUNCT:
+        return ch
+    if ch in "\n\r":
+        return ". " if out and out[-1].isalnum() else " "
+    if ch.isspace():
+        return " "
+    if unicodedata.category(ch).startswith("M") and out and out[-1].isalpha():
+        return ch  # a combining accent on the letter before it
+    if ch.isdigit():  # a digit no number rule read (another script's digits)
+        return f" {unicodedata.name(ch, 'digit').split()[-1].lower()} "
+    return " "
+
+
+def _tidy(source: str, chars: list[str], spans: list[tuple[int, int]]) -> Normalized:
+    """One space between words, none before punctuation or at the ends, one punctuation
+    mark at a time (the stronger of a comma and a full stop wins), none at the start."""
+    out: list[str] = []
+    sp: list[tuple[int, int]] = []
+    for ch, span in zip(chars, spans, strict=True):
+        if ch.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+                sp.append(span)
+            continue
+        if ch in PUNCT:
+            if out and out[-1] == " ":  # no space before punctuation
+                out.pop()
+                sp.pop()
+            if not out:
+                continue  # nothing said yet
+            if out[-1] in PUNCT:
+                if ch in _STOPS and out[-1] not in _STOPS:
+                    out[-1], sp[-1] = ch, span  # ", ." → "."
+                continue
+        out.append(ch)
+        sp.append(span)
+    while out and out[-1] == " ":
+        out.pop()
+        sp.pop()
+    if out and all(c in PUNCT or c.isspace() for c in out):
+        out, sp = [], []
+    return Normalized(source, "".join(out), tuple(sp))
