@@ -14,7 +14,7 @@ left to right, and every output character remembers the span of the original
 it came from. The pipeline keeps the *original* text for everything else
 (the chunker, ``ReplyEnd``, the conversation, barge-in trimming);
 ``Normalized.word_weights`` tells the barge-in bookkeeping (core/heard.py)
-how long each original word takes to say, so "1969" counts as the four words
+how long each original word takes to say, so "1969" counts as the three words
 it is spoken as.
 
 Output characters: letters (and combining marks on them), spaces, the
@@ -23,6 +23,7 @@ apostrophe and hyphen inside words, and ``. , ! ? ; :``.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from voicepipe.core.textrules import RULES
 PUNCT = frozenset(".,!?;:")
 _STOPS = frozenset(".!?")
 _WORD = re.compile(r"\S+")
+_SPOKEN_WORD = re.compile(r"[^\s.,!?;:-]+")
 
 
 @dataclass(frozen=True)
@@ -52,39 +54,34 @@ class Normalized:
 
     def word_weights(self) -> list[float]:
         """For each whitespace-separated word of the original (``source.split()``), how many
-        spoken characters it became: 0 for dropped words (an emoji), 19 for "1969".
+        words it is spoken as: 0 for a dropped word (an emoji), 3 for "1969" ("nineteen
+        sixty-nine"; hyphenated parts count), 1 for a plain word.
 
-        A rule's words are spread over the original words its match covered, in
-        proportion to position ("March 3, 2024": "third" belongs to "3,")."""
-        words = [(m.start(), m.end()) for m in _WORD.finditer(self.source)]
+        A rule's words are spread over the original words its match covered in
+        proportion to position ("March 3, 2024" → "March third, twenty twenty-four")."""
+        words = [m.start() for m in _WORD.finditer(self.source)]
         weights = [0.0] * len(words)
         if not words:
             return weights
-        starts = [a for a, _ in words]
-        i = 0
-        while i < len(self.text):
-            a, b = self.spans[i]
-            j = i
-            while j < len(self.text) and self.spans[j] == (a, b):
-                j += 1
-            run = [k for k in range(i, j) if not self.text[k].isspace()]
-            for n, _ in enumerate(run):
-                pos = a + (b - a) * (n + 0.5) / len(run)
-                w = max(0, _bisect_right(starts, pos) - 1)
-                weights[w] += 1.0
-            i = j
+        where = self._positions()
+        for m in _SPOKEN_WORD.finditer(self.text):
+            pos = where[(m.start() + m.end() - 1) // 2]
+            weights[max(0, bisect.bisect_right(words, pos) - 1)] += 1.0
         return weights
 
-
-def _bisect_right(xs: list[int], x: float) -> int:
-    lo, hi = 0, len(xs)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if x < xs[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    def _positions(self) -> list[float]:
+        """Per output character, a point in the original: a rule's output is laid evenly
+        over the characters it replaced."""
+        out: list[float] = []
+        i = 0
+        while i < len(self.spans):
+            a, b = self.spans[i]
+            j = i
+            while j < len(self.spans) and self.spans[j] == (a, b):
+                j += 1
+            out += [a + (b - a) * (k + 0.5) / (j - i) for k in range(j - i)]
+            i = j
+        return out
 
 
 def normalize(text: str) -> str:
