@@ -41,6 +41,7 @@ EXAMPLES = [
     ("At 10:30 am and 14:05.", "At ten thirty AM and fourteen oh five."),
     ("Meet at 3pm. Then eat.", "Meet at three PM. Then eat."),
     ("Open at 9:00 a.m. sharp", "Open at nine AM sharp"),
+    ("Open 9.30 am to 5 pm.", "Open nine thirty AM to five PM."),
     ("It ends at 10:00.", "It ends at ten o'clock."),
     ("On March 3, 2024.", "On March third, twenty twenty-four."),
     ("Due 2024-03-03", "Due March third, twenty twenty-four"),
@@ -54,6 +55,7 @@ EXAMPLES = [
     ("$0.99", "ninety-nine cents"),
     ("€20 and £1,000", "twenty euros and one thousand pounds"),
     ("$1.5 million, $5k", "one point five million dollars, five thousand dollars"),
+    ("1.5M users, 10k steps", "one point five million users, ten thousand steps"),
     ("50% off, 3.5 % up", "fifty percent off, three point five percent up"),
     ("5 km, 10 kg, 1 kg", "five kilometers, ten kilograms, one kilogram"),
     ("25°C or -3°F", "twenty-five degrees Celsius or minus three degrees Fahrenheit"),
@@ -74,6 +76,8 @@ EXAMPLES = [
     ("Steps:\n1. Boil\n2. Serve", "Steps: First, Boil. Second, Serve"),
     ("**Bold** and _it_ `code`", "Bold and it code"),
     ("## Header\nText", "Header. Text"),
+    ("Three tips: 1. Sleep well.", "Three tips: First, Sleep well."),
+    ("3.", "Third,"),  # a marker the chunker cut off on its own
     ('Read "Romeo and Juliet" today.', "Read Romeo and Juliet today."),
     ("It’s “quoted” and ‘single’", "It's quoted and single"),
     ("The play (written in 1597) is [long].", "The play written in fifteen ninety-seven is long."),
@@ -94,6 +98,9 @@ EXAMPLES = [
     ("Great job 😀 👍!", "Great job!"),
     ("GPT4 and COVID-19 in 3D", "GPT four and COVID nineteen in three D"),
     ("well-known", "well-known"),
+    ("a 3-year-old", "a three year-old"),
+    ("keycap 1️⃣ done", "keycap one done"),
+    ("x^2 + y²", "x to the power of two plus y squared"),
 ]
 
 

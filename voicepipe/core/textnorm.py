@@ -141,7 +141,11 @@ def _plain_char(text: str, pos: int, out: list[str]) -> str:
         return ". " if out and out[-1].isalnum() else " "
     if ch.isspace():
         return " "
-    if unicodedata.category(ch).startswith("M") and out and out[-1].isalpha():
+    if (
+        unicodedata.category(ch).startswith("M")
+        and text[pos - 1].isalpha()
+        and out[-1:] == [text[pos - 1]]
+    ):
         return ch  # a combining accent on the letter before it
     if ch.isdigit():  # a digit no number rule read (another script's digits)
         return f" {unicodedata.name(ch, 'digit').split()[-1].lower()} "

@@ -329,7 +329,8 @@ _YEAR = r"(?:,?[ \t]+(\d{4})(?!\d))?"
 _AMPM = r"(?:\s?([AaPp])\.?[Mm]\b\.?)"
 RULES: list[tuple[re.Pattern[str], Handler]] = [
     # layout and markup
-    (_c(r"^[ \t]*(?:(\d{1,2})[.)]|[-*+•‣◦▪]|[a-z]\))[ \t]+", re.M), _list_marker),
+    (_c(r"^[ \t]*(?:(\d{1,2})[.)]|[-*+•‣◦▪]|[a-z]\))(?:[ \t]+|$)", re.M), _list_marker),
+    (_c(r"(?<=[:;] )(\d{1,2})[.)](?=\s|$)"), _list_marker),  # "tips: 1. Sleep"
     (_c(r"^[ \t]*(?:#{1,6}|>)[ \t]+", re.M), lambda m: " "),
     (_c(r"\[([^\]\n]+)\]\([^)\s]*\)"), _link),
     (_c(r"\*{1,3}|_{2,3}|`+"), lambda m: " "),
@@ -345,6 +346,7 @@ RULES: list[tuple[re.Pattern[str], Handler]] = [
     (_c(r"#(?=\d)"), lambda m: "number "),
     # dates and times
     (_c(rf"(\d{{1,2}}):(\d{{2}})(?::(\d{{2}}))?(?!\d){_AMPM}?"), _time),
+    (_c(rf"(\d{{1,2}})\.(\d{{2}})()(?=\s?[AaPp]\.?[Mm]\b){_AMPM}"), _time),  # "9.30 am"
     (_c(rf"(\d{{1,2}}){_AMPM}"), _hour),
     (_c(r"(\d+):(\d)(?!\d)"), lambda m: f"{number(m.group(1))} to {number(m.group(2))}"),
     (_c(r"(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)"), _date_iso),
@@ -366,6 +368,10 @@ RULES: list[tuple[re.Pattern[str], Handler]] = [
     (_c(rf"({SIGN})({NUM})[ \t]?%"), lambda m: f"{_num(m.group(1), m.group(2))} percent"),
     (_c(rf"({SIGN})({NUM})[ \t]?°[ \t]?([CF])?(?![A-Za-z])"), _degrees),
     (_c(rf"({SIGN})({NUM})[ \t]?({_alt(UNITS)})(?![\w/²])"), _unit),
+    (
+        _c(rf"({SIGN})({NUM})(k|M|B|bn)(?![\w])"),
+        lambda m: f"{_num(m[1], m[2])} {_SCALE[m[3].lower()]}",
+    ),
     (
         _c(r"(\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
         lambda m: ordinal(int(m.group(1).replace(",", ""))),
