@@ -143,6 +143,7 @@ def _plain_char(text: str, pos: int, out: list[str]) -> str:
         return " "
     if (
         unicodedata.category(ch).startswith("M")
+        and pos > 0
         and text[pos - 1].isalpha()
         and out[-1:] == [text[pos - 1]]
     ):
