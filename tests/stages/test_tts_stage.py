@@ -232,3 +232,27 @@ async def test_normalize_off_speaks_the_raw_text(backend: HibariBackend) -> None
         backend.tts, backend.normalize = spy.tts, True
     assert spy.texts == ["Dr. Smith, 2 + 2."]
     assert config.Config().tts.normalize is True
+
+
+def test_normalised_llm_text_is_heard_as_written(backend: HibariBackend) -> None:
+    """Round trip through Whisper: with the front-end, hibari's reading of list markers,
+    quoted titles, units and URLs is transcribed as the text meant (scored after the
+    front-end on both sides, so "1969" equals "nineteen sixty-nine"); raw, it is not."""
+    from voicepipe.bench.textnorm import _speak
+    from voicepipe.core.textnorm import normalize
+    from voicepipe.core.wer import wer
+    from voicepipe.roundtrip import transcribe
+
+    texts = [
+        '1. Read "Romeo and Juliet" by Shakespeare first.',
+        "**Tip:** drink 2 L of water a day 😀",
+        "Visit https://www.example.com/help for more info.",
+    ]
+    refs = [normalize(t) for t in texts]
+    scores = {}
+    for norm in (False, True):
+        backend.normalize = norm
+        hyps = [normalize(transcribe(_speak(backend, t), backend.sample_rate)) for t in texts]
+        scores[norm] = wer(refs, hyps)
+    backend.normalize = True
+    assert scores[True] <= 0.1 < scores[False]
