@@ -60,7 +60,7 @@ def test_normalised_speech_is_trimmed_on_the_original_text() -> None:
     text = '1. Read "Romeo and Juliet" (1597) for $3.50 😀'
     norm = normalize_spans(text)
     assert norm.text == (
-        "First, Read Romeo and Juliet fifteen ninety-seven for three dollars and fifty cents"
+        "First, Read Romeo and Juliet, fifteen ninety-seven, for three dollars and fifty cents"
     )
     r = SpokenReply()
     r.add(text, 14.0, norm.word_weights())  # 14 spoken words, one second each

@@ -80,7 +80,11 @@ EXAMPLES = [
     ("3.", "Third,"),  # a marker the chunker cut off on its own
     ('Read "Romeo and Juliet" today.', "Read Romeo and Juliet today."),
     ("It’s “quoted” and ‘single’", "It's quoted and single"),
-    ("The play (written in 1597) is [long].", "The play written in fifteen ninety-seven is long."),
+    ("The play (written in 1597) is long.", "The play, written in fifteen ninety-seven, is long."),
+    ("It ends (roughly).", "It ends, roughly."),
+    ("one file(s) [sic]", "one file s, sic"),
+    ("2 cups (250 g) of flour", "two cups, two hundred fifty grams, of flour"),
+    ("1 tbsp, 7M people/year", "one tablespoon, seven million people per year"),
     ("[the docs](https://x.org/a) say", "the docs say"),
     # symbols, URLs, emoji
     ("Rock & roll", "Rock and roll"),

@@ -77,6 +77,8 @@ UNITS: dict[str, tuple[str, str]] = {
     "hr": ("hour", "hours"),
     "hrs": ("hour", "hours"),
     "fps": ("frame per second", "frames per second"),
+    "tbsp": ("tablespoon", "tablespoons"),
+    "tsp": ("teaspoon", "teaspoons"),
     "USD": ("dollar", "dollars"),
     "EUR": ("euro", "euros"),
     "GBP": ("pound", "pounds"),
@@ -126,6 +128,7 @@ SYMBOLS = {
     "~": " ", "<": " ", ">": " ", "§": " section ", "©": " ", "®": " ", "™": " ",
 }  # fmt: skip
 QUOTES = "\"“”„«»‹›‘’'()[]{}"
+_PER = "year|yr|month|week|day|night|hour|hr|minute|min|second|sec|person|head|kg|km|mile|liter"
 TLDS = "com|org|net|io|edu|gov|ai|dev|co|uk|de|fr|app|info|me|us|tv"
 
 
@@ -311,6 +314,16 @@ def _dash(m: re.Match[str]) -> str:
     return ", "  # " - " between clauses
 
 
+def _bracket(m: re.Match[str]) -> str:
+    """A parenthesis between words is a pause ("The tower, built in 1889, is"); one
+    inside a word ("file(s)") is nothing."""
+    s, i = m.string, m.start()
+    if m.group(0) in "([{":
+        return ", " if i == 0 or s[i - 1].isspace() else " "
+    after = s[i + 1 : i + 2]
+    return ", " if after and (after.isspace() or after in ".,!?;:") else " "
+
+
 def _ellipsis(m: re.Match[str]) -> str:
     rest = m.string[m.end() :].lstrip()
     return ". " if not rest or rest[0].isupper() else ", "
@@ -385,7 +398,9 @@ RULES: list[tuple[re.Pattern[str], Handler]] = [
     # punctuation and symbols
     (_c(r"\.{3,}|…"), _ellipsis),
     (_c(r"[’'‘]"), _apostrophe),
-    (_c(r"[\"“”„«»‹›()\[\]{}]"), lambda m: " "),
+    (_c(r"[\"“”„«»‹›]"), lambda m: " "),
+    (_c(r"[(\[{]|[)\]}]"), _bracket),
+    (_c(rf"/(?=(?:{_PER})\b)"), lambda m: " per "),  # "people/year"
     (_c(r"(?<=\w)[ \t]?(?:<=|≤)[ \t]?(?=\w)"), lambda m: " is at most "),
     (_c(r"(?<=\w)[ \t]?(?:>=|≥)[ \t]?(?=\w)"), lambda m: " is at least "),
     (_c(r"(?<=[\w ])<(?=[ \d])"), lambda m: " less than "),
