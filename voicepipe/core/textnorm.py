@@ -1,13 +1,14 @@
 """TTS text front-end (sans-I/O): what the LLM wrote → words a TTS can say.
 
 LLM replies carry digits, list markers, markdown, quotes, symbols, URLs and
-emoji that a grapheme-to-phoneme front-end reads badly ("1." became "one."
-and a full stop; a quote mark is a phoneme of its own to hibari). Both TTS
+emoji that a grapheme-to-phoneme front-end reads badly (a URL letter by
+letter, "e.g." as "E.G."; quote marks are phonemes of their own to hibari's
+G2P and threw the codec LM off: docs/BENCHMARKS.md, bench textnorm). Both TTS
 backends (hibari and the codec LM, which share hibari's G2P) speak
 ``normalize(text)`` instead of the text itself:
 
     "1. Read "Romeo and Juliet" (1597) — it's ~3 hrs 😀"
-    → "First, Read Romeo and Juliet fifteen ninety-seven, it's about three hours"
+    → "First, Read Romeo and Juliet, fifteen ninety-seven, it's about three hours"
 
 The rules (core/textrules.py) are tried at word starts of the original text,
 left to right, and every output character remembers the span of the original

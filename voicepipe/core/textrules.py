@@ -3,7 +3,7 @@
 Each rule is a regex tried at a word start of the *original* text and a
 handler that returns the spoken words for the match, or None to let later
 rules try. Outputs are final (never rescanned), so a rule's words can't be
-re-read by another rule. Tables are American English.
+re-read by another rule. Word tables live in core/texttables.py.
 """
 
 from __future__ import annotations
@@ -12,124 +12,28 @@ import re
 from collections.abc import Callable
 
 from voicepipe.core.numwords import TENS, cardinal, digits, number, ordinal, plural, year
+from voicepipe.core.texttables import (
+    ABBREV,
+    ABBREV_STOP,
+    CURRENCY,
+    FRACTIONS,
+    FULL_MONTHS,
+    MONTH_OF,
+    PER,
+    SCALE,
+    SYMBOLS,
+    TITLES,
+    TLDS,
+    UNITS,
+)
 
 Handler = Callable[[re.Match[str]], "str | None"]
 
 NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 SIGN = r"(?:(?<![\w.])[-−](?=\d))?"
-_FULL_MONTHS = (
-    "January February March April May June July August September October November December"
-).split()
-_MONTH_OF = {m[:3].lower(): m for m in _FULL_MONTHS} | {"sept": "September"}
 _MONTHS = "|".join(
-    [*_FULL_MONTHS, *[rf"{a.capitalize()}\." for a in _MONTH_OF if a != "may"], "Sept"]
+    [*FULL_MONTHS, *[rf"{a.capitalize()}\." for a in MONTH_OF if a != "may"], "Sept"]
 )
-# (singular, plural); one table for "5 km" and "1 km/h"; longer names first in the regex.
-UNITS: dict[str, tuple[str, str]] = {
-    "km/h": ("kilometer per hour", "kilometers per hour"),
-    "kph": ("kilometer per hour", "kilometers per hour"),
-    "mph": ("mile per hour", "miles per hour"),
-    "m/s": ("meter per second", "meters per second"),
-    "km": ("kilometer", "kilometers"),
-    "cm": ("centimeter", "centimeters"),
-    "mm": ("millimeter", "millimeters"),
-    "nm": ("nanometer", "nanometers"),
-    "m": ("meter", "meters"),
-    "kg": ("kilogram", "kilograms"),
-    "mg": ("milligram", "milligrams"),
-    "g": ("gram", "grams"),
-    "lb": ("pound", "pounds"),
-    "lbs": ("pound", "pounds"),
-    "oz": ("ounce", "ounces"),
-    "ft": ("foot", "feet"),
-    "mi": ("mile", "miles"),
-    "yd": ("yard", "yards"),
-    "ml": ("milliliter", "milliliters"),
-    "mL": ("milliliter", "milliliters"),
-    "L": ("liter", "liters"),
-    "l": ("liter", "liters"),
-    "sq ft": ("square foot", "square feet"),
-    "sq mi": ("square mile", "square miles"),
-    "km²": ("square kilometer", "square kilometers"),
-    "m²": ("square meter", "square meters"),
-    "Hz": ("hertz", "hertz"),
-    "kHz": ("kilohertz", "kilohertz"),
-    "MHz": ("megahertz", "megahertz"),
-    "GHz": ("gigahertz", "gigahertz"),
-    "KB": ("kilobyte", "kilobytes"),
-    "kB": ("kilobyte", "kilobytes"),
-    "MB": ("megabyte", "megabytes"),
-    "GB": ("gigabyte", "gigabytes"),
-    "TB": ("terabyte", "terabytes"),
-    "Mbps": ("megabit per second", "megabits per second"),
-    "Gbps": ("gigabit per second", "gigabits per second"),
-    "W": ("watt", "watts"),
-    "kW": ("kilowatt", "kilowatts"),
-    "kWh": ("kilowatt hour", "kilowatt hours"),
-    "MW": ("megawatt", "megawatts"),
-    "V": ("volt", "volts"),
-    "mAh": ("milliamp hour", "milliamp hours"),
-    "ms": ("millisecond", "milliseconds"),
-    "sec": ("second", "seconds"),
-    "secs": ("second", "seconds"),
-    "min": ("minute", "minutes"),
-    "mins": ("minute", "minutes"),
-    "hr": ("hour", "hours"),
-    "hrs": ("hour", "hours"),
-    "fps": ("frame per second", "frames per second"),
-    "tbsp": ("tablespoon", "tablespoons"),
-    "tsp": ("teaspoon", "teaspoons"),
-    "USD": ("dollar", "dollars"),
-    "EUR": ("euro", "euros"),
-    "GBP": ("pound", "pounds"),
-    "x": ("times", "times"),
-}
-# symbol: (singular, plural, cent singular, cent plural) — no sub-unit: read the decimal.
-CURRENCY = {
-    "$": ("dollar", "dollars", "cent", "cents"),
-    "€": ("euro", "euros", "cent", "cents"),
-    "£": ("pound", "pounds", "penny", "pence"),
-    "¥": ("yen", "yen", "", ""),
-    "₹": ("rupee", "rupees", "", ""),
-}
-_SCALE = {"k": "thousand", "m": "million", "b": "billion", "bn": "billion"}
-# Titles: expanded only before a capitalised word ("Dr. Smith", "St Paul").
-TITLES = {
-    "Dr": "Doctor", "Mr": "Mister", "Mrs": "Missus", "Ms": "Miz", "Prof": "Professor",
-    "St": "Saint", "Mt": "Mount", "Gen": "General", "Gov": "Governor", "Sen": "Senator",
-    "Rep": "Representative", "Capt": "Captain", "Lt": "Lieutenant", "Col": "Colonel",
-    "Sgt": "Sergeant", "Rev": "Reverend", "Pres": "President", "Fr": "Father",
-}  # fmt: skip
-# Abbreviations whose period may also end the sentence (it is kept then).
-ABBREV_STOP = {
-    "etc.": "et cetera", "Jr.": "Junior", "Sr.": "Senior", "Inc.": "Incorporated",
-    "Ltd.": "Limited", "Corp.": "Corporation", "Co.": "Company", "Ave.": "Avenue",
-    "Blvd.": "Boulevard", "Rd.": "Road", "St.": "Street", "Dept.": "Department",
-    "Univ.": "University", "approx.": "approximately", "Fig.": "Figure", "fig.": "figure",
-    "Vol.": "Volume", "vol.": "volume", "Mon.": "Monday", "Tue.": "Tuesday",
-    "Tues.": "Tuesday", "Wed.": "Wednesday", "Thu.": "Thursday", "Thurs.": "Thursday",
-    "Fri.": "Friday", "Sat.": "Saturday", "Sun.": "Sunday", "et al.": "and others",
-    "Dr.": "Doctor", "Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor",
-}  # fmt: skip
-# Abbreviations that introduce something: their period never ends the sentence.
-ABBREV = {
-    "e.g.": "for example", "i.e.": "that is", "vs.": "versus", "vs": "versus",
-    "cf.": "compare", "viz.": "namely", "a.k.a.": "also known as", "w/o": "without",
-    "w/": "with", "ca.": "circa",
-}  # fmt: skip
-FRACTIONS = {2: ("half", "halves"), 3: ("third", "thirds"), 4: ("quarter", "quarters")}
-SYMBOLS = {
-    "&": " and ", "+": " plus ", "=": " equals ", "×": " times ", "÷": " divided by ",
-    "±": " plus or minus ", "≈": " about ", "≠": " is not equal to ", "≤": " at most ",
-    "≥": " at least ", "→": " to ", "->": " to ", "=>": " to ", "^": " to the power of ",
-    "@": " at ", "%": " percent ", "°": " degrees ", "²": " squared ", "³": " cubed ",
-    "½": " one half ", "¼": " one quarter ", "¾": " three quarters ", "|": ", ", "—": ", ",
-    "–": ", ", "--": ", ", "#": " ", "/": " ", "\\": " ", "_": " ", "*": " ", "`": " ",
-    "~": " ", "<": " ", ">": " ", "§": " section ", "©": " ", "®": " ", "™": " ",
-}  # fmt: skip
-QUOTES = "\"“”„«»‹›‘’'()[]{}"
-_PER = "year|yr|month|week|day|night|hour|hr|minute|min|second|sec|person|head|kg|km|mile|liter"
-TLDS = "com|org|net|io|edu|gov|ai|dev|co|uk|de|fr|app|info|me|us|tv"
 
 
 def _alt(keys: list[str] | dict[str, object]) -> str:
@@ -209,7 +113,7 @@ def _hour(m: re.Match[str]) -> str | None:
 def _date(y: str | None, mo: int, d: int) -> str | None:
     if not (1 <= mo <= 12 and 1 <= d <= 31):
         return None
-    return f"{_FULL_MONTHS[mo - 1]} {ordinal(d)}" + (f", {year(int(y))}" if y else "")
+    return f"{FULL_MONTHS[mo - 1]} {ordinal(d)}" + (f", {year(int(y))}" if y else "")
 
 
 def _date_iso(m: re.Match[str]) -> str | None:
@@ -225,7 +129,7 @@ def _date_us(m: re.Match[str]) -> str | None:
 
 def _month(name: str) -> str:
     key = name.rstrip(".").lower()
-    return _MONTH_OF["sept" if key.startswith("sept") else key[:3]]
+    return MONTH_OF["sept" if key.startswith("sept") else key[:3]]
 
 
 def _month_day(m: re.Match[str]) -> str | None:
@@ -249,7 +153,7 @@ def _money(m: re.Match[str]) -> str:
     sign, sym, num, big, letter = m.groups()
     one, many, sub1, subn = CURRENCY[sym]
     minus = "minus " if sign else ""
-    scale = big or (_SCALE[letter.lower()] if letter else "")
+    scale = big or (SCALE[letter.lower()] if letter else "")
     if scale:
         return f"{minus}{number(num)} {scale} {many}"
     whole, _, frac = num.replace(",", "").partition(".")
@@ -383,7 +287,7 @@ RULES: list[tuple[re.Pattern[str], Handler]] = [
     (_c(rf"({SIGN})({NUM})[ \t]?({_alt(UNITS)})(?![\w/²])"), _unit),
     (
         _c(rf"({SIGN})({NUM})(k|M|B|bn)(?![\w])"),
-        lambda m: f"{_num(m[1], m[2])} {_SCALE[m[3].lower()]}",
+        lambda m: f"{_num(m[1], m[2])} {SCALE[m[3].lower()]}",
     ),
     (
         _c(r"(\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
@@ -400,7 +304,7 @@ RULES: list[tuple[re.Pattern[str], Handler]] = [
     (_c(r"[’'‘]"), _apostrophe),
     (_c(r"[\"“”„«»‹›]"), lambda m: " "),
     (_c(r"[(\[{]|[)\]}]"), _bracket),
-    (_c(rf"/(?=(?:{_PER})\b)"), lambda m: " per "),  # "people/year"
+    (_c(rf"/(?=(?:{PER})\b)"), lambda m: " per "),  # "people/year"
     (_c(r"(?<=\w)[ \t]?(?:<=|≤)[ \t]?(?=\w)"), lambda m: " is at most "),
     (_c(r"(?<=\w)[ \t]?(?:>=|≥)[ \t]?(?=\w)"), lambda m: " is at least "),
     (_c(r"(?<=[\w ])<(?=[ \d])"), lambda m: " less than "),
