@@ -37,8 +37,8 @@ import numpy as np
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
+from voicepipe.core import textnorm
 from voicepipe.core.heard import SpokenReply
-from voicepipe.core.textnorm import normalize, normalize_spans
 from voicepipe.frames import (
     ErrorFrame,
     Frame,
@@ -84,7 +84,7 @@ class HibariBackend:
     def stream(self, text: str) -> Iterator[np.ndarray]:
         from voicepipe.audio import resample
 
-        spoken = normalize(text) if self.normalize else text
+        spoken = textnorm.normalize(text) if self.normalize else text
         for chunk in self.tts.stream(spoken, seed=self.seed):
             if len(chunk):
                 yield resample(chunk, 24000, OUT_RATE)
@@ -106,7 +106,7 @@ class CodecLMBackend:
 
     def stream(self, text: str) -> Iterator[np.ndarray]:
         stats: dict = {}
-        spoken = normalize(text) if self.normalize else text
+        spoken = textnorm.normalize(text) if self.normalize else text
         yield from self.tts.stream(spoken, self.opts, stats)
         self.last_stats = stats
 
@@ -180,7 +180,7 @@ class TTSStage(Stage):
         spoken = text
         if getattr(self.backend, "normalize", False):
             # The backend said the normalised text: weigh the original words by it.
-            norm = normalize_spans(text)
+            norm = textnorm.normalize_spans(text)
             spoken, weights = norm.text, norm.word_weights()
         if not complete:  # cut mid-chunk: its words spread over the audio it would have had
             seconds = max(seconds, len(spoken) * _SECONDS_PER_CHAR)
