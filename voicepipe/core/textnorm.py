@@ -19,7 +19,8 @@ how long each original word takes to say, so "1969" counts as the three words
 it is spoken as.
 
 Output characters: letters (and combining marks on them), spaces, the
-apostrophe and hyphen inside words, and ``. , ! ? ; :``.
+apostrophe and hyphen inside words, and ``. , ! ? :`` — the punctuation of
+the codec LM's training sentences (a semicolon is said as a comma).
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def _plain_char(text: str, pos: int, out: list[str]) -> str:
     """A character no rule took: letters and sentence punctuation stay, a line break ends
     a sentence, everything else (emoji, stray symbols) becomes a space."""
     ch = text[pos]
+    if ch == ";":
+        return ","  # the same pause; the codec LM never saw a ";" phoneme in training
     if ch.isalpha() or ch in PUNCT:
         return ch
     if ch in "\n\r":
