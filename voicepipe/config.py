@@ -125,6 +125,9 @@ class TtsConfig:
     adaptive_k: bool = True
     temperature: float = 0.0
     seed: int = 0
+    # Speak numbers, dates, symbols, list markers... as words (core/textnorm.py); the
+    # pipeline keeps the original text for everything else.
+    normalize: bool = True
 
 
 @dataclass(frozen=True)
