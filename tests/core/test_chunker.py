@@ -57,6 +57,8 @@ def test_numbers_abbreviations_and_lists() -> None:
         "1. Open the box.",
         "2. Plug it in.",
     ]
+    assert chunks_of("Here are three tips: 1. Sleep well. 2. Eat less.") == [
+        "Here are three tips:", "1. Sleep well.", "2. Eat less."]
     assert chunks_of('He said "stop." Then he left.') == ['He said "stop."', "Then he left."]
     assert chunks_of("**Bold** and `code` are not spoken.") == ["Bold and code are not spoken."]
 

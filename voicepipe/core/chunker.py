@@ -148,9 +148,11 @@ def _not_a_full_stop(head: str) -> bool:
         return True
     if "." in word:  # "U.S." "e.g." "a.m."
         return all(len(p) <= 2 for p in word.split("."))
-    # "1." opening a line is a list marker, not the end of a sentence.
+    # "1." opening a line, or right after a colon ("tips: 1. Sleep"), is a list marker,
+    # not the end of a sentence.
     line_start = head.rfind("\n", 0, m.start(1)) + 1
-    return word.isdigit() and head[line_start : m.start(1)].strip() == ""
+    before = head[line_start : m.start(1)].strip()
+    return word.isdigit() and (before == "" or before.endswith(":"))
 
 
 def _clean(text: str) -> str:
