@@ -20,7 +20,7 @@ draft: always 2 guesses) and ``hybrid_uncapped_k2`` (both, lookup from
 draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
 ``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of EAGLE_K),
 ``eagle_tree_*`` / ``hybrid_tree_*`` (other runner-up thresholds than
-EAGLE_ALT_MIN, or the second likeliest only): one setting of today's rule
+EAGLE_ALT_MIN, or the second likeliest only): one setting of the engine's rule
 changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
 (a draft tree); ``*_chain`` leaves them out. ``hybrid`` also drafts from the
 draft's reply store (core.replies) where lookup has no match, as the engine
