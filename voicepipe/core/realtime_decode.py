@@ -68,6 +68,7 @@ MAX_TEXT = 65_536  # one text content part, one function call output / arguments
 MAX_TOOLS = 128
 MAX_TOOL_JSON = 65_536  # a tool's parameters schema, as JSON text
 MAX_CONTENT_PARTS = 32
+MAX_TOOL_DEPTH = 32  # nesting of a parameters schema (keeps re-encoding far from recursion limits)
 MAX_METADATA = 16  # keys; values ≤ 512 characters, keys ≤ 64 (the API's metadata rules)
 MAX_MS = 1 << 40  # a millisecond count (~35 years)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # function names, as the API requires
@@ -239,6 +240,19 @@ def _turn_detection(o: _Obj) -> TurnDetection:
     )
 
 
+def _depth(value: object) -> int:
+    """Nesting depth of a decoded JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(v, dict):
+            stack += [(x, d + 1) for x in v.values()]
+        elif isinstance(v, list):
+            stack += [(x, d + 1) for x in v]
+    return deepest
+
+
 def _voice(o: _Obj) -> str | None:
     """A voice name, or a custom voice given as ``{"id": ...}`` (kept as its id)."""
     if isinstance(o.data.get("voice"), dict):
@@ -264,7 +278,11 @@ def _tools(o: _Obj, key: str) -> tuple[FunctionTool, ...] | None:
             raise t.error("invalid_value", f"Invalid '{t.param('name')}': a function name is 1-64 "
                           "letters, digits, '_' or '-'.", "name")
         params = t.obj("parameters")
-        text = json.dumps(params.data if params is not None else {}, separators=(",", ":"))
+        schema = params.data if params is not None else {}
+        if _depth(schema) > MAX_TOOL_DEPTH:
+            raise t.error("invalid_value", f"Function parameters schema nested deeper than "
+                          f"{MAX_TOOL_DEPTH} levels.", "parameters")
+        text = json.dumps(schema, separators=(",", ":"))
         if len(text) > MAX_TOOL_JSON:
             raise t.error("string_above_max_length", "Function parameters schema too large.",
                           "parameters")
