@@ -310,12 +310,24 @@ class TranscriptionCompleted(ServerEvent):
     usage: DurationUsage
 
 
+@dataclass(frozen=True)
+class FailureDetail:
+    """The error inside a transcription failure (no client event to point at)."""
+
+    code: str
+    message: str
+    type: str = "server_error"
+
+    def to_json(self) -> JsonObject:
+        return {"type": self.type, "code": self.code, "message": self.message, "param": None}
+
+
 @dataclass(frozen=True, kw_only=True)
 class TranscriptionFailed(ServerEvent):
     TYPE: ClassVar[str] = "conversation.item.input_audio_transcription.failed"
     item_id: str
     content_index: int = 0
-    error: RealtimeError
+    error: FailureDetail
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -317,7 +317,7 @@ class RealtimeSession:
     def transcript_failed(self, item_id: str, message: str) -> list[Out]:
         if self.config.transcription is None or not self.conversation.has(item_id):
             return []
-        err = RealtimeError("transcription_failed", message, type="server_error")
+        err = S.FailureDetail(code="transcription_failed", message=message)
         return [S.TranscriptionFailed(event_id=self._eid(), item_id=item_id, error=err)]
 
     # ------------------------------------------------------------ conversation items
