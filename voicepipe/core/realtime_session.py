@@ -267,7 +267,8 @@ class RealtimeSession:
                                 f"{MIN_COMMIT_MS}ms of audio, but buffer only has {ms}.00ms "
                                 "of audio.")
         item_id = self.input.speech_item or self.ids.new("item")
-        return [CommitAudio(item_id), *self._commit(item_id, ms)]
+        # The events first: the transcript that CommitAudio leads to must follow "committed".
+        return [*self._commit(item_id, ms), CommitAudio(item_id)]
 
     def speech_started(self, audio_start_ms: int) -> list[Out]:
         """The endpointer heard speech start (media ms since the session's first sample)."""
