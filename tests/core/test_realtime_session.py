@@ -89,6 +89,15 @@ def test_created_first() -> None:
     assert session["instructions"] == "Be brief."
 
 
+def test_a_discarded_turn_commits_nothing() -> None:
+    run = Run()
+    started = only(run(run.s.speech_started(100)), S.SpeechStarted)
+    outs = run(run.s.speech_discarded(180))  # a cough: the endpointer did not accept it
+    assert types(outs) == ["input_audio_buffer.speech_stopped"]
+    assert only(outs, S.SpeechStopped).item_id == started.item_id
+    assert run(run.s.speech_stopped(400)) == [] and run.s.conversation.order == []
+
+
 def test_vad_turn_response_and_transcript() -> None:
     run = Run()
     item_id, resp_id = vad_turn(run)
@@ -399,6 +408,7 @@ def test_every_server_event_type_is_emitted_somewhere() -> None:
 _PIPELINE = st.one_of(
     st.tuples(st.just("speech_started"), st.integers(-10, 10**6)),
     st.tuples(st.just("speech_stopped"), st.integers(-10, 10**6)),
+    st.tuples(st.just("speech_discarded"), st.integers(-10, 10**6)),
     st.tuples(st.just("output_text"), st.text(max_size=12)),
     st.tuples(st.just("output_audio"), st.integers(0, 2000)),
     st.tuples(st.just("function_call"), st.text(max_size=8)),

@@ -68,6 +68,7 @@ from voicepipe.core.realtime_events import (
 from voicepipe.core.realtime_items import Conversation, OpenResponse, item_added_events
 
 MIN_COMMIT_MS = 100  # the API refuses to commit less audio than this
+KEEP_ITEM_MS = 64  # user items whose audio length a later transcript can still report
 DEFAULT_VAD = TurnDetection(type="server_vad", threshold=0.5, prefix_padding_ms=300,
                             silence_duration_ms=400, idle_timeout_ms=None,
                             create_response=True, interrupt_response=True)
@@ -253,6 +254,8 @@ class RealtimeSession:
                            id=item_id, status="completed")
         self.conversation.add(item, None)
         self.input.item_ms[item_id] = audio_ms
+        while len(self.input.item_ms) > KEEP_ITEM_MS:
+            del self.input.item_ms[next(iter(self.input.item_ms))]
         self.input.buffered = 0
         self.input.speech_item = None
         out: list[Out] = [S.BufferCommitted(event_id=self._eid(), item_id=item_id,
@@ -298,6 +301,16 @@ class RealtimeSession:
             out += self._start_response(None, after_item_id=item_id)
         return out
 
+    def speech_discarded(self, audio_end_ms: int) -> list[Out]:
+        """The endpointer dropped the turn (too short to be speech: a click, a cough). The
+        client saw speech_started, so it sees speech_stopped; no item is committed."""
+        item_id = self.input.speech_item
+        if self.config.turn_detection is None or item_id is None:
+            return []
+        self.input.speech_item = None
+        end = max(audio_end_ms, self.input.speech_start_ms)
+        return [S.SpeechStopped(event_id=self._eid(), audio_end_ms=end, item_id=item_id)]
+
     def transcript_delta(self, item_id: str, delta: str) -> list[Out]:
         if self.config.transcription is None or not self.conversation.has(item_id) or not delta:
             return []
@@ -310,7 +323,7 @@ class RealtimeSession:
         self.conversation.set_transcript(item_id, transcript)
         if self.config.transcription is None:
             return []
-        seconds = self.input.item_ms.get(item_id, 0) / 1000.0
+        seconds = self.input.item_ms.pop(item_id, 0) / 1000.0
         return [S.TranscriptionCompleted(event_id=self._eid(), item_id=item_id,
                                          transcript=transcript,
                                          usage=S.DurationUsage(seconds=seconds))]
