@@ -19,13 +19,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import re
 
 from voicepipe.core.realtime_events import (
     CLIENT_EVENT_TYPES,
     ITEM_STATUSES,
-    MODALITIES,
     ROLES,
     TOOL_CHOICE_MODES,
     AudioFormat,
@@ -43,7 +41,6 @@ from voicepipe.core.realtime_events import (
     ItemRetrieve,
     ItemTruncate,
     JsonValue,
-    MaxTokens,
     MessageItem,
     OutputAudioClear,
     RealtimeError,
@@ -56,6 +53,7 @@ from voicepipe.core.realtime_events import (
     Transcription,
     TurnDetection,
 )
+from voicepipe.core.realtime_reader import Reader
 
 MAX_AUDIO_BYTES = 15 * 1024 * 1024  # the API's limit for one append
 # A whole event: the base64 of 15 MiB of audio plus room for the envelope.
@@ -64,7 +62,6 @@ MAX_ID = 512  # event ids and other client ids (the API limits item ids to 32)
 MAX_ITEM_ID = 32
 MAX_NAME = 64
 MAX_INSTRUCTIONS = 65_536
-MAX_TEXT = 65_536  # one text content part, one function call output / arguments
 MAX_TOOLS = 128
 MAX_TOOL_JSON = 65_536  # a tool's parameters schema, as JSON text
 MAX_CONTENT_PARTS = 32
@@ -82,143 +79,10 @@ _BETA_SESSION_KEYS = {
     "modalities": "output_modalities",
     "max_response_output_tokens": "max_output_tokens",
 }
-_JSON_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal", str: "a string",
-               list: "an array", dict: "an object", type(None): "null"}
-
-
-def _kind(value: object) -> str:
-    return _JSON_NAMES.get(type(value), "a value")
-
-
-class _Obj:
-    """One JSON object being read, with the path of its keys for error ``param``s."""
-
-    def __init__(self, data: dict[str, object], path: str, event_id: str | None) -> None:
-        self.data = data
-        self.path = path
-        self.event_id = event_id
-
-    def param(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def error(self, code: str, message: str, key: str) -> RealtimeError:
-        return RealtimeError(code, message, param=self.param(key), event_id=self.event_id)
-
-    def has(self, key: str) -> bool:
-        """Present and not null (an optional field sent as null counts as absent)."""
-        return self.data.get(key) is not None
-
-    def _get(self, key: str, required: bool) -> object:
-        if key not in self.data or (self.data[key] is None and required):
-            if required:
-                raise self.error("missing_required_parameter",
-                                 f"Missing required parameter: '{self.param(key)}'.", key)
-        return self.data.get(key)
-
-    def _type_error(self, key: str, want: str, value: object) -> RealtimeError:
-        return self.error("invalid_type", f"Invalid type for '{self.param(key)}': expected "
-                          f"{want}, but got {_kind(value)} instead.", key)
-
-    def string(self, key: str, *, required: bool = False, max_len: int = MAX_TEXT,
-               choices: tuple[str, ...] | None = None) -> str | None:
-        value = self._get(key, required)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            raise self._type_error(key, "a string", value)
-        if len(value) > max_len:
-            raise self.error("string_above_max_length", f"Invalid '{self.param(key)}': string "
-                             f"too long. Expected a maximum length of {max_len}.", key)
-        if choices is not None and value not in choices:
-            listed = ", ".join(f"'{c}'" for c in choices)
-            raise self.error("invalid_value", f"Invalid value: '{value[:64]}'. Supported values "
-                             f"are: {listed}.", key)
-        return value
-
-    def req_string(self, key: str, *, max_len: int = MAX_TEXT,
-                   choices: tuple[str, ...] | None = None) -> str:
-        value = self.string(key, required=True, max_len=max_len, choices=choices)
-        assert value is not None  # required=True raised otherwise
-        return value
-
-    def integer(self, key: str, lo: int, hi: int, *, required: bool = False) -> int | None:
-        value = self._get(key, required)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self._type_error(key, "an integer", value)
-        if not lo <= value <= hi:
-            raise self.error("invalid_value", f"Invalid '{self.param(key)}': expected an "
-                             f"integer between {lo} and {hi}, got {value}.", key)
-        return value
-
-    def number(self, key: str, lo: float, hi: float) -> float | None:
-        value = self._get(key, False)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self._type_error(key, "a decimal", value)
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise self.error("invalid_value", f"Invalid '{self.param(key)}': expected a number "
-                             f"between {lo} and {hi}.", key)
-        return float(value)
-
-    def boolean(self, key: str) -> bool | None:
-        value = self._get(key, False)
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            raise self._type_error(key, "a boolean", value)
-        return value
-
-    def obj(self, key: str, *, required: bool = False) -> _Obj | None:
-        value = self._get(key, required)
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            raise self._type_error(key, "an object", value)
-        return _Obj(value, self.param(key), self.event_id)
-
-    def array(self, key: str, max_len: int, *, required: bool = False) -> list[object] | None:
-        value = self._get(key, required)
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise self._type_error(key, "an array", value)
-        if len(value) > max_len:
-            raise self.error("array_above_max_length", f"Invalid '{self.param(key)}': array too "
-                             f"long. Expected an array with maximum length {max_len}.", key)
-        return value
-
-    def element(self, key: str, index: int, value: object) -> _Obj:
-        if not isinstance(value, dict):
-            raise self._type_error(f"{key}[{index}]", "an object", value)
-        return _Obj(value, self.param(f"{key}[{index}]"), self.event_id)
-
-    def max_tokens(self, key: str) -> MaxTokens | None:
-        value = self.data.get(key)
-        if value == "inf":
-            return "inf"
-        if isinstance(value, str):
-            raise self.error("invalid_value", f"Invalid value: '{value[:64]}'. Supported values "
-                             "are: 'inf' or an integer between 1 and 4096.", key)
-        return self.integer(key, 1, 4096)
-
-    def modalities(self, key: str) -> tuple[str, ...] | None:
-        values = self.array(key, 2)
-        if values is None:
-            return None
-        for i, v in enumerate(values):
-            if not isinstance(v, str) or v not in MODALITIES:
-                raise self.error("invalid_value", f"Invalid value in '{self.param(key)}[{i}]': "
-                                 "supported values are 'text' and 'audio'.", f"{key}[{i}]")
-        return tuple(str(v) for v in values)
-
-
 # ---------------------------------------------------------------- nested objects
 
 
-def _audio_format(o: _Obj) -> AudioFormat:
+def _audio_format(o: Reader) -> AudioFormat:
     kind = o.string("type", max_len=32, choices=("audio/pcm", "audio/pcmu", "audio/pcma"))
     kind = kind or "audio/pcm"
     rate = o.integer("rate", 1, 1_000_000) if kind == "audio/pcm" else None
@@ -226,7 +90,7 @@ def _audio_format(o: _Obj) -> AudioFormat:
                        (24000 if kind == "audio/pcm" else None))
 
 
-def _turn_detection(o: _Obj) -> TurnDetection:
+def _turn_detection(o: Reader) -> TurnDetection:
     kind = o.req_string("type", max_len=32, choices=("server_vad", "semantic_vad"))
     return TurnDetection(
         type=kind,
@@ -253,7 +117,7 @@ def _depth(value: object) -> int:
     return deepest
 
 
-def _voice(o: _Obj) -> str | None:
+def _voice(o: Reader) -> str | None:
     """A voice name, or a custom voice given as ``{"id": ...}`` (kept as its id)."""
     if isinstance(o.data.get("voice"), dict):
         vid = o.obj("voice")
@@ -262,7 +126,7 @@ def _voice(o: _Obj) -> str | None:
     return o.string("voice", max_len=MAX_NAME)
 
 
-def _tools(o: _Obj, key: str) -> tuple[FunctionTool, ...] | None:
+def _tools(o: Reader, key: str) -> tuple[FunctionTool, ...] | None:
     values = o.array(key, MAX_TOOLS)
     if values is None:
         return None
@@ -291,7 +155,7 @@ def _tools(o: _Obj, key: str) -> tuple[FunctionTool, ...] | None:
     return tuple(tools)
 
 
-def _tool_choice(o: _Obj, key: str) -> ToolChoice | None:
+def _tool_choice(o: Reader, key: str) -> ToolChoice | None:
     value = o.data.get(key)
     if value is None:
         return None
@@ -303,7 +167,7 @@ def _tool_choice(o: _Obj, key: str) -> ToolChoice | None:
     return ToolChoice(mode="function", name=c.req_string("name", max_len=MAX_NAME))
 
 
-def _session(o: _Obj) -> SessionPatch:
+def _session(o: Reader) -> SessionPatch:
     for beta, ga in _BETA_SESSION_KEYS.items():
         if beta in o.data:
             raise o.error("unknown_parameter", f"Unknown parameter: '{o.param(beta)}'. "
@@ -350,7 +214,7 @@ _PART_TYPES = {
 }
 
 
-def _item(o: _Obj) -> Item:
+def _item(o: Reader) -> Item:
     kind = o.req_string("type", max_len=32,
                         choices=("message", "function_call", "function_call_output"))
     item_id = o.string("id", max_len=MAX_ITEM_ID)
@@ -381,7 +245,7 @@ def _item(o: _Obj) -> Item:
     return MessageItem(role=role, content=tuple(parts), id=item_id, status=status)
 
 
-def _response_params(o: _Obj) -> ResponseParams:
+def _response_params(o: Reader) -> ResponseParams:
     meta = o.obj("metadata")
     metadata: tuple[tuple[str, str], ...] | None = None
     if meta is not None:
@@ -418,7 +282,7 @@ def _response_params(o: _Obj) -> ResponseParams:
     )
 
 
-def _base64_audio(o: _Obj, key: str) -> bytes:
+def _base64_audio(o: Reader, key: str) -> bytes:
     text = o.req_string(key, max_len=MAX_EVENT_CHARS)
     try:
         audio = base64.b64decode(text, validate=True)
@@ -458,7 +322,7 @@ def decode_client_event(data: str | bytes, *, max_chars: int = MAX_EVENT_CHARS) 
             from None
     if not isinstance(raw, dict):
         raise RealtimeError("invalid_json", "An event must be a JSON object.")
-    top = _Obj(raw, "", None)
+    top = Reader(raw, "", None)
     top.event_id = top.string("event_id", max_len=MAX_ID)  # errors below carry it
     kind = top.req_string("type", max_len=MAX_ID)
     if kind not in CLIENT_EVENT_TYPES:

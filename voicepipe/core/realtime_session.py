@@ -39,11 +39,10 @@ from voicepipe.core.realtime_actions import (
     SetHeard,
     StartResponse,
 )
+from voicepipe.core.realtime_config import DEFAULT_VAD, apply_patch
 from voicepipe.core.realtime_decode import decode_client_event
 from voicepipe.core.realtime_events import (
     BYTES_PER_MS,
-    FORMAT_PCM,
-    SAMPLE_RATE,
     ClientEvent,
     ContentPart,
     FunctionCallItem,
@@ -60,7 +59,6 @@ from voicepipe.core.realtime_events import (
     RealtimeError,
     ResponseCancel,
     ResponseCreate,
-    SessionPatch,
     SessionUpdate,
     Transcription,
     TurnDetection,
@@ -69,9 +67,6 @@ from voicepipe.core.realtime_items import Conversation, OpenResponse, item_added
 
 MIN_COMMIT_MS = 100  # the API refuses to commit less audio than this
 KEEP_ITEM_MS = 64  # user items whose audio length a later transcript can still report
-DEFAULT_VAD = TurnDetection(type="server_vad", threshold=0.5, prefix_padding_ms=300,
-                            silence_duration_ms=400, idle_timeout_ms=None,
-                            create_response=True, interrupt_response=True)
 
 
 # ---------------------------------------------------------------- the session
@@ -149,7 +144,9 @@ class RealtimeSession:
             self.input.total += len(ev.audio)
             return [AppendAudio(ev.audio)] if ev.audio else []
         if isinstance(ev, SessionUpdate):
-            return self._update(ev.session)
+            self.config = apply_patch(self.config, ev.session, audio_sent=self.audio_sent)
+            return [Configure(self.config), S.SessionUpdated(event_id=self._eid(),
+                                                             session=self.config)]
         if isinstance(ev, InputAudioCommit):
             return self._commit_manual()
         if isinstance(ev, InputAudioClear):
@@ -180,71 +177,6 @@ class RealtimeSession:
                                 "only; over WebSocket send response.cancel and "
                                 "conversation.item.truncate.", param="type")
         raise RealtimeError("invalid_value", f"Unsupported event {ev.TYPE!r}.")  # pragma: no cover
-
-    # ------------------------------------------------------------ session.update
-
-    def _update(self, p: SessionPatch) -> list[Out]:
-        if p.type != "realtime":
-            raise RealtimeError("invalid_value", "Only realtime sessions are supported (not "
-                                "transcription sessions).", param="session.type")
-        for fmt, where in ((p.input_format, "input"), (p.output_format, "output")):
-            if fmt is not None and (fmt.type != FORMAT_PCM or fmt.rate != SAMPLE_RATE):
-                raise RealtimeError(
-                    "invalid_value", f"Unsupported {where} audio format {fmt.type} "
-                    f"{fmt.rate or ''}: only audio/pcm (PCM16) at 24000 Hz is supported.",
-                    param=f"session.audio.{where}.format")
-        if p.output_modalities is not None and len(set(p.output_modalities)) != 1:
-            raise RealtimeError("invalid_value", "output_modalities is either ['audio'] or "
-                                "['text'].", param="session.output_modalities")
-        c = self.config
-        if p.voice is not None and p.voice != c.voice and self.audio_sent:
-            raise RealtimeError("cannot_update_voice", "Cannot update a conversation's voice "
-                                "if assistant audio is present.",
-                                param="session.audio.output.voice")
-        td = c.turn_detection
-        if p.turn_detection_set:
-            td = self._resolve_vad(p.turn_detection, td)
-        tr = c.transcription
-        if p.transcription_set:
-            tr = p.transcription
-        self.config = replace(
-            c,
-            instructions=p.instructions if p.instructions is not None else c.instructions,
-            voice=p.voice if p.voice is not None else c.voice,
-            speed=p.speed if p.speed is not None else c.speed,
-            turn_detection=td,
-            transcription=tr,
-            tools=p.tools if p.tools is not None else c.tools,
-            tool_choice=p.tool_choice if p.tool_choice is not None else c.tool_choice,
-            output_modalities=p.output_modalities or c.output_modalities,
-            max_output_tokens=p.max_output_tokens if p.max_output_tokens is not None
-            else c.max_output_tokens,
-        )
-        return [Configure(self.config), S.SessionUpdated(event_id=self._eid(),
-                                                         session=self.config)]
-
-    @staticmethod
-    def _resolve_vad(new: TurnDetection | None, old: TurnDetection | None) -> TurnDetection | None:
-        if new is None:
-            return None
-        if new.type != "server_vad":
-            raise RealtimeError("invalid_value", "Only server_vad turn detection is supported "
-                                "(or null for manual commits).",
-                                param="session.audio.input.turn_detection.type")
-        base = old or DEFAULT_VAD
-        return TurnDetection(
-            type="server_vad",
-            threshold=new.threshold if new.threshold is not None else base.threshold,
-            prefix_padding_ms=new.prefix_padding_ms if new.prefix_padding_ms is not None
-            else base.prefix_padding_ms,
-            silence_duration_ms=new.silence_duration_ms if new.silence_duration_ms is not None
-            else base.silence_duration_ms,
-            idle_timeout_ms=new.idle_timeout_ms,
-            create_response=new.create_response if new.create_response is not None
-            else base.create_response,
-            interrupt_response=new.interrupt_response if new.interrupt_response is not None
-            else base.interrupt_response,
-        )
 
     # ------------------------------------------------------------ input audio
 
