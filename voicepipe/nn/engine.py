@@ -6,11 +6,18 @@ new turn. ``ModelProposer`` is a smaller model sharing the tokenizer (e.g.
 Qwen2.5-Coder 0.5B for the 1.5B); it keeps its own cache in sync the same way.
 Any object with ``name``, ``propose(context, k) -> Proposal`` and ``reset()``
 can stand in for it (``voicepipe.core.spec.Proposer``).
+
+A new session need not prefill the system prompt either: ``Engine.share_prefix``
+keeps a prefix's keys and values in a process-wide store per model
+(``voicepipe.nn.prefix``) that every target copies from. And ``Engine.feed``
+prefills a long prompt in chunks, one model pass per step, so the caller can
+yield between them (the LLM stage runs one step per thread hop).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,7 @@ from voicepipe.core.ngram import NgramProposer
 from voicepipe.core.replies import ReplyIndex, ReplyProposer
 from voicepipe.core.spec import Proposal, Proposer, Scores, SpeculativeDecoder
 from voicepipe.nn import llama
+from voicepipe.nn.prefix import Prefix, PrefixStore, store_for
 from voicepipe.nn.sampling import SamplingParams, draw, probs
 from voicepipe.nn.tokenizer import ChatTokenizer
 
@@ -46,6 +54,11 @@ class ModelTarget:
         # For drafters that read the target's hidden states (EAGLE style): a
         # (max_len, dim) buffer whose row i is position i's state after the final norm.
         self.feats: torch.Tensor | None = None
+        # The model's process-wide prefix cache (None: this target neither reads nor fills it).
+        self.prefixes: PrefixStore | None = store_for(model)
+        # Counters over the target's life (callers take differences around a turn):
+        self.prefilled = 0  # prompt tokens run through the model by prefill / feed / share
+        self.shared = 0  # prompt tokens copied from the prefix cache instead
 
     @property
     def length(self) -> int:
@@ -55,14 +68,70 @@ class ModelTarget:
     def max_len(self) -> int:
         return self.cache.max_len
 
-    def prefill(self, tokens: list[int]) -> np.ndarray:
+    def _reuse(self, tokens: list[int]) -> int:
+        """How many leading tokens the cache can hold without a model pass: its common
+        prefix with ``tokens``, extended by a longer prefix from the prefix cache (copied in
+        here). The cache may still hold positions past that; callers roll back."""
         n = _common_prefix(self.fed, tokens)
+        p = None if self.prefixes is None else self.prefixes.longest(tokens, self.feats is not None)
+        if p is None or len(p.tokens) <= n:
+            return n
+        end = len(p.tokens)
+        self.rollback(n)
+        self.cache.put_rows(n, p.kv[:, :, :, n:end])
+        if self.feats is not None and p.feats is not None:
+            self.feats[n:end] = p.feats[n:end]
+        self.fed = list(p.tokens)
+        self.shared += end - n
+        return end
+
+    def _run(self, tokens: list[int], start: int, end: int) -> torch.Tensor:
+        """Feed tokens[start:end] after the cache's first ``start`` positions."""
+        self.rollback(start)
+        logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats)
+        self.fed = list(tokens[:end])
+        self.prefilled += end - start
+        return logits
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        n = self._reuse(tokens)
         if n == len(tokens):  # need at least one fed token for its logits
             n -= 1
+        return self._run(tokens, n, len(tokens)).numpy()
+
+    def feed(self, tokens: list[int], chunk: int) -> Iterator[int]:
+        """Make the cache hold ``tokens[:-1]`` (then ``prefill(tokens)`` runs one token),
+        at most ``chunk`` tokens per model pass; yields each pass's token count.
+
+        Chunking changes no result on the fused kernel: each row is computed as a
+        one-token decode would be, whatever the pass it is in."""
+        end = len(tokens) - 1
+        n = min(self._reuse(tokens), max(end, 0))
         self.rollback(n)
-        logits = llama.prefill(self.model, self.cache, tokens[n:], self.feats)
-        self.fed = list(tokens)
-        return logits.numpy()
+        step = max(1, chunk)
+        while n < end:
+            m = min(end, n + step)
+            self._run(tokens, n, m)
+            yield m - n
+            n = m
+
+    def share(self, tokens: list[int]) -> int:
+        """Put ``tokens``' keys and values into the prefix cache unless it has them: one
+        model pass in this target's cache, once per model and prefix (a later prefill
+        copies them from there). Returns the tokens that needed a model pass."""
+        if not tokens or self.prefixes is None:
+            return 0
+        if self.prefixes.get(tokens, self.feats is not None) is not None:
+            return 0
+        n = _common_prefix(self.fed, tokens)
+        if n == len(tokens):
+            self.rollback(n)
+        else:
+            self._run(tokens, n, len(tokens))
+        end = len(tokens)
+        f = None if self.feats is None else self.feats[:end].clone()
+        self.prefixes.add(Prefix(tuple(tokens), self.cache.rows(0, end), f))
+        return end - n
 
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
@@ -161,6 +230,42 @@ class Engine:
     draft_cost: float = 0.0  # target decodes per drafted token (draft models: core.cost_k)
     # The EAGLE draft's reply store (core.replies), shared by every fork; None: none.
     replies: ReplyIndex | None = None
+    # Targets read and fill the model's process-wide prefix cache (share_prefix).
+    prefix_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.prefix_cache:
+            for t in self._targets():
+                t.prefixes = None
+
+    def _targets(self) -> list[ModelTarget]:
+        """The target's and a GGUF draft model's (its own KV cache over the same prompt)."""
+        out = [self.target]
+        p = self.proposer
+        if isinstance(p, HybridProposer):
+            p = p.draft
+        if isinstance(p, ModelProposer):
+            out.append(p.target)
+        return out
+
+    def share_prefix(self, tokens: list[int]) -> int:
+        """Keep ``tokens`` (e.g. the rendered system prompt) in the process-wide prefix
+        cache, computed on the first call per model and prefix (in this session's caches);
+        later sessions' prefills copy it from there. Returns the target tokens that
+        needed a model pass here."""
+        if not self.prefix_cache or not tokens:
+            return 0
+        n = self.target.share(tokens)
+        for t in self._targets()[1:]:
+            t.share(tokens)
+        return n
+
+    def feed(self, tokens: list[int], chunk: int) -> Iterator[int]:
+        """Prefill a prompt's all but last token, ``chunk`` tokens per model pass (the
+        draft model's cache too); a generator: one pass per ``next``. The decoder's own
+        prefill then runs only the last token; output is unchanged (``ModelTarget.feed``)."""
+        for t in self._targets():
+            yield from t.feed(tokens, chunk)
 
     def decoder(self) -> SpeculativeDecoder:
         # Behind prompt lookup a draft model's length is its proposer's own choice
@@ -177,14 +282,19 @@ class Engine:
             draft_cost=0.0 if hybrid else self.draft_cost,
         )
 
-    def fork(self, sampling: SamplingParams | None = None) -> Engine:
+    def fork(
+        self, sampling: SamplingParams | None = None, prefix_cache: bool | None = None
+    ) -> Engine:
         """Same weights, fresh caches (one per session)."""
         sp = sampling or self.sampling
         target, proposer = _session(
             self.model, self.drafter, sp, self.draft_model, self.eagle, self.draft_cost,
             self.replies,
         )  # fmt: skip
-        return replace(self, target=target, proposer=proposer, sampling=sp)
+        share = self.prefix_cache if prefix_cache is None else prefix_cache
+        return replace(  # __post_init__ detaches the new caches from the prefix cache if off
+            self, target=target, proposer=proposer, sampling=sp, prefix_cache=share
+        )
 
 
 def _session(
@@ -347,6 +457,7 @@ def load_engine(
     draft_weights: str = "int4",
     k_max: int = 0,
     reply_store: bool = True,
+    prefix_cache: bool = True,
 ) -> Engine:
     """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft") or a
     GGUF draft model's name/path sharing the tokenizer; "ngram+<either>": prompt
@@ -357,7 +468,8 @@ def load_engine(
     cost is paid K times per step. An EAGLE draft's weights are prepared once per
     process and target model (``shared_eagle``); each fork has its own caches.
     Behind prompt lookup an EAGLE draft's reply store drafts too (``shared_replies``),
-    unless ``reply_store`` is False.
+    unless ``reply_store`` is False. ``prefix_cache``: sessions share prompt prefixes'
+    keys and values (``Engine.share_prefix``).
     """
     from voicepipe.nn.draft_spec import is_eagle_draft
 
@@ -409,5 +521,5 @@ def load_engine(
         verify_cost = 1.0
     return Engine(
         m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle,
-        k_max or 8, verify_cost, draft_cost, replies,
+        k_max or 8, verify_cost, draft_cost, replies, prefix_cache,
     )  # fmt: skip
