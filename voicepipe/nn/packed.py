@@ -23,6 +23,7 @@ the size of the dequantized model.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -56,8 +57,9 @@ def cache_dir() -> Path:
     return registry.home() / "packed"
 
 
+@functools.cache
 def code_version() -> str:
-    """A hash of the code that turns GGUF tensors into packed ones."""
+    """A hash of the code that turns GGUF tensors into packed ones (as this process runs it)."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256(str(VERSION).encode())
     for name in ("gguf.py", "qlinear.py", "llama.py", "packed.py"):
@@ -140,6 +142,24 @@ def save(path: Path, model: Transformer) -> None:
         "state": {k: v.contiguous() for k, v in state.items()},
     }
     _write_atomic(path, lambda tmp: torch.save(obj, tmp))
+    _prune(path)
+
+
+STALE_S = 3 * 86400.0  # a file of another code version unused this long is removed
+
+
+def _prune(path: Path) -> None:
+    """Remove the same model's files of other code versions that no load used for
+    STALE_S (each load touches its file): every change to the packing code writes a
+    new file, 2 GB for a 1.5B model. Recent ones stay: another checkout may use them."""
+    stem = path.name.rsplit("-", 1)[0]  # everything but the code version
+    now = time.time()
+    for f in path.parent.glob(f"{stem}-*.pt"):
+        try:
+            if f != path and now - f.stat().st_mtime > STALE_S:
+                f.unlink()
+        except OSError:  # removed meanwhile by another process
+            pass
 
 
 def load(path: Path, weights: str, max_len: int, kernels: bool, threads: int) -> Transformer | None:
@@ -159,6 +179,7 @@ def load(path: Path, weights: str, max_len: int, kernels: bool, threads: int) ->
         if head["weights"] != weights:
             raise PackedCacheError(f"holds {head['weights']} weights, not {weights}")
         args = ModelArgs(**head["args"])
+        os.utime(path)  # in use: _prune keeps it
         return Transformer.from_packed(
             args, head["metadata"], obj["state"], head["shapes"], weights, max_len, kernels,
             threads,
