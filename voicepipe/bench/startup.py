@@ -13,6 +13,10 @@ Prints one JSON object:
            prompt_tokens, prefilled (run through the model), shared (copied from the
            process-wide prefix cache), reused (kept in the session's cache),
            prefill_chunks and ttft_ms.
+  stall:   (--stall) session A decodes a reply while session B's ~500-token prompt
+           is prefilled, B's prefill in one pass (prefill_chunk 0) or in 32-token
+           passes, alternating twice: A's steps during B's prefill, A's longest
+           gap between steps across it, A's median gap before it, B's ttft.
 
 --cold-only / --no-turns skip parts. The first load rewrites the model's cache file.
 """
@@ -20,6 +24,7 @@ Prints one JSON object:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import os
@@ -102,8 +107,6 @@ async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
 
 
 def turns_rows(model: str, drafter: str, max_new: int) -> list[dict]:
-    import asyncio
-
     from voicepipe.config import Config
     from voicepipe.stages.llm import engine_for
 
@@ -123,6 +126,72 @@ def turns_rows(model: str, drafter: str, max_new: int) -> list[dict]:
     return out
 
 
+LONG = "Here are my notes from this week; read them and tell me what matters most. " + " ".join(
+    f"On day {i} the team met at {8 + i % 4} o'clock, reviewed the open tickets, fixed "
+    f"{i + 2} bugs in the billing service and agreed to ship the release on Friday."
+    for i in range(1, 19)
+)
+
+
+async def _stall(model: str, drafter: str, chunk: int) -> dict:
+    """Session A speaks (decodes) while session B's long prompt is prefilled: A's gaps
+    between steps during B's prefill, with B's prefill in ``chunk``-token passes (0: one)."""
+    from voicepipe.config import Config
+    from voicepipe.frames import SpanFrame, TextDelta
+    from voicepipe.stages.llm import LlmStage, engine_for
+
+    c = Config()
+    llm = dataclasses.replace(c.llm, model=model, drafter=drafter, prefill_chunk=chunk)
+    cfg_a = dataclasses.replace(c, llm=dataclasses.replace(llm, max_new_tokens=160))
+    cfg_b = dataclasses.replace(c, llm=dataclasses.replace(llm, max_new_tokens=1))
+    a, b = LlmStage(cfg_a, engine_for(cfg_a)), LlmStage(cfg_b, engine_for(cfg_b))
+    steps: list[float] = []
+    ttft: list[SpanFrame] = []
+
+    going = asyncio.Event()  # A has spoken a few steps
+
+    async def sink_a(f) -> None:  # noqa: ANN001
+        if isinstance(f, TextDelta):
+            steps.append(time.perf_counter())
+            if len(steps) >= 8:
+                going.set()
+
+    async def sink_b(f) -> None:  # noqa: ANN001
+        if isinstance(f, SpanFrame) and f.name == "llm.ttft":
+            ttft.append(f)
+
+    a.push, b.push = sink_a, sink_b  # type: ignore[method-assign]
+    await a.start()
+    await b.start()
+    speaking = asyncio.create_task(a.reply(1, "Tell me a long story about a brave little dragon."))
+    await asyncio.wait({speaking, asyncio.create_task(going.wait())}, return_when="FIRST_COMPLETED")
+    t0 = time.perf_counter()
+    await b.reply(1, LONG)
+    t1 = time.perf_counter()
+    await speaking
+    inside = [t for t in steps if t0 <= t <= t1]
+    before = [t for t in steps if t < t0]
+    # Every interval between A's consecutive steps that overlaps B's prefill.
+    around = before[-1:] + inside + [t for t in steps if t > t1][:1]
+    gaps = [y - x for x, y in zip(around, around[1:], strict=False)]
+    normal = [y - x for x, y in zip(before, before[1:], strict=False)]
+    attrs = ttft[0].attrs
+    return {
+        "prefill_chunk": chunk,
+        "b_prompt_tokens": attrs["prompt_tokens"],
+        "b_prefilled": attrs["prefilled"],
+        "b_prefill_chunks": attrs["prefill_chunks"],
+        "b_ttft_ms": round(ttft[0].duration_ms, 1),
+        "a_steps_during": len(inside),
+        "a_max_gap_ms": round(max(gaps) * 1e3, 1) if gaps else None,
+        "a_gap_before_ms": round(sorted(normal)[len(normal) // 2] * 1e3, 1) if normal else None,
+    }
+
+
+def stall_rows(model: str, drafter: str) -> list[dict]:
+    return [asyncio.run(_stall(model, drafter, ch)) for ch in (0, 32, 0, 32)]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.child:
         _child(*args.child)
@@ -131,14 +200,16 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     models = [m for m in args.models.split(",") if m]
-    report: dict = {"threads": args.threads, "load": [], "turns": []}
-    for m in models:
+    report: dict = {"threads": args.threads, "load": [], "turns": [], "stall": []}
+    for m in models if not args.no_load else ():
         report["load"].append(load_row(m, args.weights, args.repeats, not args.no_cold))
         print(json.dumps(report["load"][-1]), file=sys.stderr, flush=True)
-    if not args.no_turns:
-        for m in models:
-            drafter = "ngram+smollm2-draft" if m == "smollm2-135m" else "ngram"
+    for m in models:
+        drafter = "ngram+smollm2-draft" if m == "smollm2-135m" else "ngram"
+        if not args.no_turns:
             report["turns"] += turns_rows(m, drafter, args.max_new)
+        if args.stall:
+            report["stall"] += [{"model": m} | r for r in stall_rows(m, drafter)]
     print(json.dumps(report, indent=None if args.json else 2))
     return 0
 
@@ -155,7 +226,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights", default="int4", help="weight format (default int4)")
     p.add_argument("--repeats", type=int, default=3, help="cached loads per model (best kept)")
     p.add_argument("--no-cold", action="store_true", help="keep the cache file: no first load")
-    p.add_argument("--no-turns", action="store_true", help="load rows only")
+    p.add_argument("--no-turns", action="store_true", help="no per-turn rows")
+    p.add_argument("--no-load", action="store_true", help="no load rows")
+    p.add_argument(
+        "--stall",
+        action="store_true",
+        help="also: one session's decode gaps while another's long prompt prefills",
+    )
     p.add_argument("--max-new", type=int, default=40, help="reply cap per turn (default 40)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
