@@ -110,3 +110,34 @@ def test_kv_rows_round_trip_into_another_cache() -> None:
     assert b.length == 5 and torch.equal(a.kv, b.kv)
     with pytest.raises(ValueError):
         b.put_rows(2, a.rows(0, 1))  # rows go right after what the cache holds
+
+
+@pytest.mark.parametrize(
+    "name",
+    # Qwen's GGUF metadata (a 151k-token vocabulary) takes the gguf package a while to parse.
+    ["smollm2-135m", pytest.param("qwen2.5-coder-0.5b", marks=pytest.mark.slow)],
+)
+def test_chat_templates_render_earlier_turns_unchanged(name: str) -> None:
+    """What turn-to-turn reuse relies on: the next turn's prompt starts with the last
+    prompt followed by the reply's tokens (the templates re-render nothing differently),
+    and every prompt starts with the shared system prefix."""
+    from voicepipe import registry
+    from voicepipe.nn import gguf
+    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.stages.llm import system_prefix
+
+    if registry.verify(name, deep=False):
+        pytest.skip(f"{name} not pulled (voicepipe models pull {name})")
+    tok = ChatTokenizer(gguf.load(gguf_path(name)).metadata)
+    sys_prompt = Config().llm.system_prompt
+    head = system_prefix(tok, sys_prompt)
+    msgs = [{"role": "system", "content": sys_prompt}]
+    replies = ["Boil water, then steep the tea for 3 minutes.", "About 3 to 5 minutes, no more."]
+    for q, a in zip(QUESTIONS, replies, strict=False):
+        msgs.append({"role": "user", "content": q})
+        ids = tok.chat_ids(msgs)
+        msgs.append({"role": "assistant", "content": a})
+        held = ids + tok.encode(a, add_bos=False)  # what the cache holds after the reply
+        nxt = tok.chat_ids([*msgs, {"role": "user", "content": "And then?"}])
+        assert ids[: len(head)] == head and nxt[: len(held)] == held
