@@ -136,6 +136,40 @@ async def test_a_new_session_does_not_prefill_the_system_prompt(cfg, engine) -> 
     assert cold["prefilled"] == cold["prompt_tokens"] and cold["shared"] == 0
 
 
+async def test_a_cancelled_reply_stops_its_prefill_after_the_current_chunk(cfg, engine) -> None:
+    chunked = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, prefill_chunk=8))
+    eng = engine.fork()
+    stage = LlmStage(chunked, eng)
+    long_text = " ".join(f"Item {i} of the list is a red box." for i in range(60))
+    ids = stage._prompt(long_text)
+    loop = asyncio.get_running_loop()
+    two = asyncio.Event()
+    calls = 0
+    step = stage._step
+
+    def counted(gen):  # noqa: ANN001, ANN202
+        nonlocal calls
+        out = step(gen)
+        calls += 1
+        if calls == 2:
+            loop.call_soon_threadsafe(two.set)
+        return out
+
+    stage._step = counted
+    p0 = eng.target.prefilled
+    task = asyncio.create_task(stage.reply(1, long_text))
+    await two.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with stage._lock:  # a chunk already in its worker thread finishes first
+        fed = eng.target.prefilled - p0
+        held = eng.target.fed == ids[: eng.target.length]
+    # Whole chunks only, far from the whole prompt: the prefill stopped between thread hops.
+    assert 8 <= fed <= 8 * 4 and fed % 8 == 0 and len(ids) > 400
+    assert held  # the cache holds exactly the tokens fed
+
+
 async def test_interrupt_stops_generation_at_once(cfg, engine) -> None:
     stage = LlmStage(cfg, engine.fork())
     sent = {"interrupt": False}
