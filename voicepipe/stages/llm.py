@@ -101,7 +101,7 @@ def system_prefix(tokenizer, system_prompt: str) -> list[int]:  # noqa: ANN001 (
     and whatever the chat template puts before the user's words. Found as the common
     prefix of two renders that differ only in those words, so a template that renders
     its turns unusually shares what is really common and no more."""
-    from voicepipe.nn.engine import _common_prefix
+    from voicepipe.nn.target import _common_prefix
 
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     a = tokenizer.chat_ids([*head, {"role": "user", "content": "Hello."}])
