@@ -30,6 +30,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core import protocol as P
+from voicepipe.core.session_rules import ClientRules
 from voicepipe.tracing import E2E_VOICE_TO_VOICE, SpanRecord, Tracer
 
 # ---------------------------------------------------------------- playout seam
@@ -260,6 +261,7 @@ class ClientSession:
             [np.asarray(barge_in, np.float32).reshape(-1), tail])
         self.barge_in_after_s = barge_in_after_s
         self._received_all = asyncio.Event()
+        self.rules = ClientRules()  # what the server may send when (core/session_rules.py)
 
     async def run(self) -> SessionResult:
         res = self.res
@@ -287,11 +289,15 @@ class ClientSession:
                         token=self.token, client="voicepipe-client")
         await ws.send(P.encode_message(hello))
         try:
-            ack = P.decode(await asyncio.wait_for(ws.recv(), self.timeout_s))
+            ack = self.rules.receive(P.decode(await asyncio.wait_for(ws.recv(), self.timeout_s)))
         except ConnectionClosed:
             return  # refused: the close code says why
-        if not isinstance(ack, P.HelloAck):
-            raise P.ProtocolError(f"expected hello_ack, got {type(ack).__name__}")
+        if isinstance(ack, P.Error):  # refused (e.g. too_many_sessions): the close follows
+            self.res.errors.append({"code": ack.code, "message": ack.message})
+            with contextlib.suppress(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), self.timeout_s)
+            return
+        assert isinstance(ack, P.HelloAck)
         self.res.session_id, self.res.output_sample_rate = ack.session_id, ack.output_sample_rate
         self.playout = make_playout(self.playout_name, self.cfg, ack.output_sample_rate)
         tasks = [asyncio.create_task(self._send(ws)), asyncio.create_task(self._recv(ws)),
@@ -347,7 +353,7 @@ class ClientSession:
         assert playout is not None
         try:
             async for data in ws:
-                msg = P.decode(data)
+                msg = self.rules.receive(P.decode(data))
                 t = getattr(msg, "turn_id", 0)
                 if isinstance(msg, P.AudioFrame):
                     res.turn(t).frames[msg.media_ts] = msg.pcm

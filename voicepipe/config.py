@@ -31,8 +31,21 @@ class ServerConfig:
     port: int = 8765
     pipeline: str = "assistant"
     max_sessions: int = 8
+    # A connection is not a session until its hello is accepted: until then it waits in a
+    # pool of its own (the oldest is evicted when full), for hello_timeout_s at most.
+    max_pending: int = 64
+    max_pending_per_address: int = 16
+    max_sessions_per_address: int = 0  # 0: only max_sessions bounds one address
+    hello_timeout_s: float = 5.0
+    handshake_timeout_s: float = 10.0  # TCP accept → WebSocket upgrade done (slowloris)
+    retry_after_s: float = 5.0  # the hint sent with "too many sessions"
     max_message_bytes: int = 1 << 20
     idle_timeout_s: float = 60.0
+    # A client that takes longer than this to accept one message (it stopped reading)
+    # is closed, so it holds no slot and no memory.
+    send_timeout_s: float = 10.0
+    # SIGTERM / Ctrl-C: stop accepting, let replies in flight finish for at most this long.
+    drain_timeout_s: float = 30.0
     auth_token: str = ""
     # Empty list: only the server's own host (and non-browser clients) may connect.
     allowed_origins: list[str] = field(default_factory=list)
@@ -108,9 +121,8 @@ class LlmConfig:
 @dataclass(frozen=True)
 class TtsConfig:
     backend: str = "codec-lm"  # codec-lm | hibari
-    # Top-k tolerance (k = 3) on a greedy target: 2.2x faster LM decoding than plain AR
-    # (target passes 21.5 → 2.9 per audio second) at 6.6 % WER (greedy: 7.8 %), the best
-    # trade-off measured (docs/BENCHMARKS.md, bench tts).
+    # Top-k tolerance (k = 3) on a greedy target: the best speed / round-trip WER trade-off
+    # measured (docs/BENCHMARKS.md, text to speech).
     rule: str = "topk"  # greedy | exact | relaxed | topk | acoustic
     beta: float = 0.2  # tolerance of the relaxed and acoustic rules
     top_k: int = 3  # tolerance of the topk rule
@@ -118,6 +130,9 @@ class TtsConfig:
     adaptive_k: bool = True
     temperature: float = 0.0
     seed: int = 0
+    # Speak numbers, dates, symbols, list markers... as words (core/textnorm.py); the
+    # pipeline keeps the original text for everything else.
+    normalize: bool = True
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ class End(SystemFrame):
 
 @dataclass(kw_only=True)
 class SpanFrame(SystemFrame):
-    """A finished latency span (names in DESIGN.md §9), travelling to the sink."""
+    """A finished latency span (names in docs/DESIGN.md §9), travelling to the sink."""
 
     name: str
     start_ns: int

@@ -1,6 +1,6 @@
 """Latency spans per turn: collection, JSONL and Chrome-trace export, percentiles.
 
-Stages emit ``SpanFrame``s (voicepipe.frames) named as in DESIGN.md §9; the
+Stages emit ``SpanFrame``s (voicepipe.frames) named as in docs/DESIGN.md §9; the
 server's session sink hands each one to a ``Tracer`` (and to the client as a
 ``span`` message). The client records what the server reported plus what only
 it can measure (``e2e.voice_to_voice``) into its own Tracer.
@@ -26,7 +26,7 @@ from typing import Any
 
 from voicepipe.frames import SpanFrame
 
-# DESIGN.md §9: these names are part of the interface.
+# docs/DESIGN.md §9: these names are part of the interface.
 VAD_SPEECH = "vad.speech"
 ASR_FINAL = "asr.final"
 LLM_TTFT = "llm.ttft"

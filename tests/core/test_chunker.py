@@ -57,6 +57,8 @@ def test_numbers_abbreviations_and_lists() -> None:
         "1. Open the box.",
         "2. Plug it in.",
     ]
+    assert chunks_of("Here are three tips: 1. Sleep well. 2. Eat less.") == [
+        "Here are three tips:", "1. Sleep well.", "2. Eat less."]
     assert chunks_of('He said "stop." Then he left.') == ['He said "stop."', "Then he left."]
     assert chunks_of("**Bold** and `code` are not spoken.") == ["Bold and code are not spoken."]
 
@@ -85,3 +87,50 @@ def test_streaming_invariance_and_no_text_lost(text: str, cuts: list[int]) -> No
     words = [w for w in text.split() if any(ch.isalnum() for ch in w)]
     spoken = [w for w in " ".join(whole).split() if any(ch.isalnum() for ch in w)]
     assert spoken == words  # nothing dropped, no word or number split
+
+
+def test_a_long_unpunctuated_first_sentence_breaks_before_a_conjunction() -> None:
+    text = ("The sky is blue because of the scattering of light by tiny particles in the "
+            "atmosphere, which is called Rayleigh scattering. It is strongest for blue light.")
+    assert chunks_of(text) == [
+        "The sky is blue",
+        "because of the scattering of light by tiny particles in the atmosphere, which is "
+        "called Rayleigh scattering.",
+        "It is strongest for blue light.",
+    ]
+    # Only the first chunk, only after enough words, never a preposition or "that".
+    assert chunks_of("Paris is the capital of France and its largest city.") == [
+        "Paris is the capital of France",
+        "and its largest city.",
+    ]
+    assert chunks_of("Yes and no.") == ["Yes and no."]
+    assert chunks_of("I think that learning that language is fun.") == [
+        "I think that learning that language is fun."]
+    # Punctuation that comes first, with enough words, still wins.
+    assert chunks_of("Yes of course, the sky is blue because of light.") == [
+        "Yes of course,", "the sky is blue because of light."]
+    assert chunks_of("Well, it depends on the weather and the season.",
+                     first_break_words=0) == ["Well, it depends on the weather and the season."]
+
+
+def test_a_break_word_is_only_a_word_once_it_ends() -> None:
+    c = Chunker()
+    assert c.push("The new phone runs and") == []  # "and" might be "android"
+    assert c.push("roid apps and") == []
+    assert c.push(" games.") == ["The new phone runs android apps"]
+    assert c.flush() == "and games."
+
+
+WORDS = st.lists(st.sampled_from(["the", "sky", "and", "because", "which", "of", "blue", "a,",
+                                  "so", "end.", "android", "if", "x\n"]), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(WORDS, st.lists(st.integers(0, 300), max_size=30))
+def test_break_words_keep_streaming_invariance(words: list[str], cuts: list[int]) -> None:
+    text = " ".join(words)
+    cuts = sorted({c for c in cuts if 0 < c < len(text)})
+    whole = chunks_of(text)
+    assert chunks_of(text, cuts) == whole
+    assert " ".join(whole).split() == [w for w in text.split()
+                                       if any(ch.isalnum() for ch in w)]

@@ -223,3 +223,63 @@ def test_deep_nesting_is_a_protocol_error_both_ways() -> None:
     with pytest.raises(P.ProtocolError):
         P.encode_message(P.Span(turn_id=1, name="x", start_ms=0, duration_ms=1,
                                 attrs={"a": nested}))
+
+
+_PB = '{"type":"playback","turn_id":1,"played_samples":0,"sample_rate":16000'
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        # The reports a tester sent: finite but absurd times (OverflowError downstream),
+        # and counters that turned a global metric into +Inf.
+        (_PB + ',"first_play_ms":-1.7e308,"now_ms":1.7e308}', "first_play_ms.*out of range"),
+        (_PB + ',"first_play_ms":0,"now_ms":1e12}', "too far apart"),
+        (_PB + ',"first_play_ms":1e9,"now_ms":0}', "too far apart"),
+        (_PB + ',"counters":{"underruns":1.7e308},"done":true}', "counters.*out of range"),
+        (_PB + ',"counters":{"underruns":-1}}', "counters.*out of range"),
+        (_PB + ',"counters":{' + ",".join(f'"k{i}":0' for i in range(33)) + "}}", "longer"),
+        ('{"type":"playback","turn_id":-1,"played_samples":0,"sample_rate":16000}', "turn_id"),
+        ('{"type":"playback","turn_id":4294967295,"played_samples":0,"sample_rate":16000}',
+         "turn_id"),
+        ('{"type":"playback","turn_id":1,"played_samples":-5,"sample_rate":16000}',
+         "played_samples"),
+        ('{"type":"playback","turn_id":1,"played_samples":0,"sample_rate":0}', "sample_rate"),
+        ('{"type":"interrupt","turn_id":9007199254740992}', "turn_id"),
+        ('{"type":"interrupt","reason":"' + "x" * 300 + '"}', "longer"),
+        ('{"type":"hello","sample_rate":16000,"client":"' + "x" * 300 + '"}', "longer"),
+    ],
+)
+def test_client_numbers_are_bounded(text: str, needle: str) -> None:
+    with pytest.raises(P.ProtocolError, match=needle):
+        P.decode_message(text)
+
+
+def test_media_ts_is_bounded() -> None:
+    ok = P.HEADER.pack(1, P.KIND_AUDIO_IN, 0, 0, 0, P.MAX_MEDIA_TS)
+    assert P.decode_audio(ok).media_ts == P.MAX_MEDIA_TS
+    with pytest.raises(P.ProtocolError, match="media_ts"):
+        P.decode_audio(P.HEADER.pack(1, P.KIND_AUDIO_IN, 0, 0, 0, P.MAX_MEDIA_TS + 1))
+
+
+@FUZZ
+@given(turn=st.integers(-10, 2**33), played=st.integers(-10, 2**54),
+       rate=st.integers(-1, 10**6), first=st.one_of(st.none(), st.floats(allow_nan=False)),
+       now=st.floats(allow_nan=False),
+       counters=st.dictionaries(st.sampled_from(["underruns", "concealed_ms", "x"]),
+                                st.floats(allow_nan=False)))
+def test_fuzz_accepted_playback_is_safe_to_use(turn, played, rate, first, now, counters) -> None:
+    """Whatever a playback report holds, once decoded the server's arithmetic on it
+    (clock mapping to ns, counter deltas) stays finite and within int64."""
+    text = json.dumps({"type": "playback", "turn_id": turn, "played_samples": played,
+                       "sample_rate": rate, "first_play_ms": first, "now_ms": now,
+                       "counters": counters})
+    try:
+        msg = P.decode_message(text)
+    except P.ProtocolError:
+        return
+    assert isinstance(msg, P.Playback)
+    if msg.first_play_ms is not None:
+        assert abs(round((msg.now_ms - msg.first_play_ms) * 1e6)) < 2**63
+    assert all(0 <= v <= P.MAX_COUNTER for v in msg.counters.values())
+    assert 0 <= msg.turn_id + 1 < P.U32 and msg.played_samples / msg.sample_rate < 2**63

@@ -55,10 +55,16 @@ async def test_metrics_count_sessions_spans_and_playout() -> None:
 
 def test_playout_counters_are_running_totals_per_reply() -> None:
     sm = ServerMetrics()
-    sm.playback("s1", 1, {"underruns": 1, "concealed_ms": 20.0}, done=False)
-    sm.playback("s1", 1, {"underruns": 3, "concealed_ms": 50.0}, done=True)
-    sm.playback("s2", 1, {"underruns": 2}, done=False)
-    sm.playback("s1", 2, {"underruns": 1}, done=False)  # a new reply starts from zero
+    age = 10_000.0  # ms the session has existed: far above what these reports claim
+    sm.playback("s1", 1, {"underruns": 1, "concealed_ms": 20.0}, done=False, age_ms=age)
+    sm.playback("s1", 1, {"underruns": 3, "concealed_ms": 50.0}, done=True, age_ms=age)
+    sm.playback("s2", 1, {"underruns": 2}, done=False, age_ms=age)
+    sm.playback("s1", 2, {"underruns": 1}, done=False, age_ms=age)  # a new reply: from zero
+    # A session cannot conceal more audio than it has existed, nor underrun more than
+    # once a frame, however many turns it claims: s3 (1 s old) adds 1000 ms and 50 at most.
+    for turn in range(5):
+        sm.playback("s3", turn, {"underruns": 1e9, "concealed_ms": 1e9}, done=True,
+                    age_ms=1000.0, frame_ms=20.0)
     sm.observe(ErrorFrame(code="stage_error", message="x"))
     sm.observe(MetricsFrame(source="llm", values={"drafted": 8, "accepted": 5}))
     sm.observe(SpanFrame(name="llm.ttft", start_ns=0, end_ns=42_000_000))
@@ -69,9 +75,9 @@ def test_playout_counters_are_running_totals_per_reply() -> None:
         for fam in text_string_to_metric_families(sm.render().decode())
         for s in fam.samples
     }
-    assert m["voicepipe_playout_total{'counter': 'underruns'}"] == 6
-    assert m["voicepipe_playout_total{'counter': 'concealed_ms'}"] == 50
-    assert m["voicepipe_playback_reports_total{}"] == 4
+    assert m["voicepipe_playout_total{'counter': 'underruns'}"] == 6 + 50
+    assert m["voicepipe_playout_total{'counter': 'concealed_ms'}"] == 50 + 1000
+    assert m["voicepipe_playback_reports_total{}"] == 4 + 5
     assert m["voicepipe_errors_total{'code': 'stage_error'}"] == 1
     assert m["voicepipe_spec_drafted_tokens_total{'source': 'llm'}"] == 8
     assert m["voicepipe_spec_accepted_tokens_total{'source': 'llm'}"] == 5

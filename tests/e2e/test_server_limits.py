@@ -91,7 +91,11 @@ async def test_too_many_sessions(make_server) -> None:
     first, reply = await _hello(s.ws_url, P.Hello(sample_rate=16000))
     assert isinstance(reply, P.HelloAck)
     second, reply = await _hello(s.ws_url, P.Hello(sample_rate=16000))
-    assert reply is None and second.close_code == P.CLOSE_TOO_MANY_SESSIONS
+    assert isinstance(reply, P.Error) and reply.code == "too_many_sessions" and reply.fatal
+    assert reply.retry_after_s == 5.0
+    await asyncio.wait_for(second.wait_closed(), 10)
+    assert second.close_code == P.CLOSE_TOO_MANY_SESSIONS
+    assert second.close_reason == "too many sessions: retry in 5 s"
     await first.close()
     for _ in range(100):  # the slot frees once the first session is torn down
         if not s.sessions:
@@ -111,6 +115,7 @@ async def test_idle_timeout(make_server) -> None:
     silent = await connect(s.ws_url, compression=None, proxy=None)  # never says hello
     await asyncio.wait_for(silent.wait_closed(), 10)
     assert silent.close_code == P.CLOSE_IDLE_TIMEOUT
+    assert silent.close_reason == "idle timeout: no hello within 5 s"
 
 
 async def test_failing_pipeline_build_closes_1011(make_server, monkeypatch) -> None:
@@ -150,3 +155,43 @@ async def test_static_files(make_server, tmp_path: Path) -> None:
     assert (await get("/%2e%2e/secret.txt"))[0] == 404
     status, body, _ = await get("/healthz")
     assert status == 200 and b'"sessions": 0' in body
+
+
+def _request(port: int, path: str, headers: dict[str, str]) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers=headers)
+    return conn.getresponse().status
+
+
+async def test_dns_rebinding_is_refused(make_server) -> None:
+    """A page at evil.example re-pointed at 127.0.0.1 sends Host and Origin both naming
+    evil.example: the names are judged against the server's own, not the client's Host."""
+    s = await make_server()
+    evil = f"evil.example:{s.port}"
+    upgrade = {"Host": evil, "Origin": f"http://{evil}", "Upgrade": "websocket",
+               "Connection": "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+               "Sec-WebSocket-Version": "13"}
+    assert await asyncio.to_thread(_request, s.port, "/ws", upgrade) == 403
+    own_upgrade = {**upgrade, "Host": f"127.0.0.1:{s.port}", "Origin": f"http://127.0.0.1:{s.port}"}
+    assert await asyncio.to_thread(_request, s.port, "/ws", own_upgrade) == 101
+
+    def host_twice() -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        conn.putrequest("GET", "/healthz", skip_host=True)
+        conn.putheader("Host", f"127.0.0.1:{s.port}")
+        conn.putheader("Host", evil)
+        conn.endheaders()
+        return conn.getresponse().status
+
+    assert await asyncio.to_thread(host_twice) == 400
+    # Plain HTTP (the page, /metrics) under a foreign name is refused too.
+    status = await asyncio.to_thread(_request, s.port, "/metrics", {"Host": evil})
+    assert status == 403
+    for own in (f"127.0.0.1:{s.port}", f"localhost:{s.port}"):
+        assert await asyncio.to_thread(_request, s.port, "/healthz", {"Host": own}) == 200
+        ws = await connect(s.ws_url, compression=None, proxy=None, origin=f"http://{own}")
+        await ws.close()
+    # The right name on another port is another origin.
+    with pytest.raises(InvalidStatus):
+        await connect(s.ws_url, compression=None, proxy=None,
+                      origin=f"http://127.0.0.1:{s.port + 1}")

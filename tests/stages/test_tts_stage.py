@@ -172,3 +172,87 @@ async def test_a_failing_chunk_is_skipped_not_fatal() -> None:
     assert p.error is None
     assert sum(isinstance(f, ReplyAudio) for f in out) == 1
     assert any(isinstance(f, ReplyEnd) for f in out)
+
+
+class _Heard:
+    """Wraps the real hibari engine and notes the text it was asked to speak."""
+
+    def __init__(self, tts) -> None:  # noqa: ANN001
+        self.tts, self.texts = tts, []
+
+    def stream(self, text: str, **kw):  # noqa: ANN003, ANN201
+        self.texts.append(text)
+        return self.tts.stream(text, **kw)
+
+
+async def test_backends_speak_normalised_text_and_heard_keeps_the_original(
+    backend: HibariBackend,
+) -> None:
+    """hibari is given words ("First, ...", "nineteen sixty-nine"); ReplyEnd and the text
+    kept after a barge-in are the LLM's own characters, cut at a spoken-word boundary."""
+    spy = _Heard(backend.tts)
+    backend.tts = spy
+    try:
+        out: list[Frame] = []
+        upstream: list[Frame] = []
+        stage = TTSStage(config.Config(), backend)
+        p = Pipeline([stage], _sink(out), upstream_sink=_sink(upstream))
+        await p.start()
+        first, second = '1. Read "Romeo and Juliet" today.', "It opened in 1597 for $3.50 😀"
+        await p.put(TextChunk(turn_id=1, text=first))
+        await p.put(TextChunk(turn_id=1, text=second, last=True))
+        await _wait_for(out, ReplyEnd)
+        assert spy.texts == [
+            "First, Read Romeo and Juliet today.",
+            "It opened in fifteen ninety-seven for three dollars and fifty cents",
+        ]
+        (end,) = [f for f in out if isinstance(f, ReplyEnd)]
+        assert end.text == f"{first} {second}"
+        n1 = stage._spoken[1].chunks[0][1] * 22050
+        n2 = sum(len(f.pcm) for f in out if isinstance(f, ReplyAudio)) - n1
+        # 12 spoken words in the second chunk; played: "It opened in fifteen ninety-seven"
+        # and a bit: "1597" (3 spoken words) counts, "for" does not.
+        played = int(n1 + n2 * 6.3 / 12)
+        await p.put(PlaybackReport(turn_id=1, reply_turn=1, played_samples=played,
+                                   sample_rate=22050, done=True))
+        await _wait_for(upstream, ReplyHeard, timeout_s=5)
+        await p.stop()
+    finally:
+        backend.tts = spy.tts
+    (heard,) = [f for f in upstream if isinstance(f, ReplyHeard)]
+    assert heard.text == f"{first} It opened in 1597"
+
+
+async def test_normalize_off_speaks_the_raw_text(backend: HibariBackend) -> None:
+    spy = _Heard(backend.tts)
+    backend.tts, backend.normalize = spy, False
+    try:
+        list(backend.stream("Dr. Smith, 2 + 2."))
+    finally:
+        backend.tts, backend.normalize = spy.tts, True
+    assert spy.texts == ["Dr. Smith, 2 + 2."]
+    assert config.Config().tts.normalize is True
+
+
+def test_normalised_llm_text_is_heard_as_written(backend: HibariBackend) -> None:
+    """Round trip through Whisper: with the front-end, hibari's reading of list markers,
+    quoted titles, units and URLs is transcribed as the text meant (scored after the
+    front-end on both sides, so "1969" equals "nineteen sixty-nine"); raw, it is not."""
+    from voicepipe.bench.textnorm import _speak
+    from voicepipe.core.textnorm import normalize
+    from voicepipe.core.wer import wer
+    from voicepipe.roundtrip import transcribe
+
+    texts = [
+        '1. Read "Romeo and Juliet" by Shakespeare first.',
+        "**Tip:** drink 2 L of water a day 😀",
+        "Visit https://www.example.com/help for more info.",
+    ]
+    refs = [normalize(t) for t in texts]
+    scores = {}
+    for norm in (False, True):
+        backend.normalize = norm
+        hyps = [normalize(transcribe(_speak(backend, t), backend.sample_rate)) for t in texts]
+        scores[norm] = wer(refs, hyps)
+    backend.normalize = True
+    assert scores[True] <= 0.1 < scores[False]

@@ -193,9 +193,6 @@ def stall_rows(model: str, drafter: str) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.child:
-        _child(*args.child)
-        return 0
     import torch
 
     torch.set_num_threads(args.threads)
@@ -236,9 +233,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new", type=int, default=40, help="reply cap per turn (default 40)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
-    p.add_argument("--child", nargs=2, metavar=("MODEL", "WEIGHTS"), help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
-if __name__ == "__main__":  # the --child process
+if __name__ == "__main__":  # the child process of _spawn: --child MODEL WEIGHTS
     _child(sys.argv[2], sys.argv[3])

@@ -75,7 +75,9 @@ def _hibari(texts: list[str]) -> list:
     from voicepipe.nn.codec_tts import SynthResult
     from voicepipe.stages.tts import HibariBackend
 
-    hb = HibariBackend()
+    # The corpus text as the codec-LM rows get it (CodecLMTTS, no text front-end), so the
+    # teacher row stays comparable with them and with earlier runs.
+    hb = HibariBackend(normalize=False)
     list(hb.stream("Warm up."))
     out = []
     for t in texts:

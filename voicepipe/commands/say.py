@@ -19,7 +19,10 @@ def _handler(args: argparse.Namespace) -> int:
     if backend == "hibari":
         from voicepipe.stages.tts import HibariBackend
 
-        hb = HibariBackend(seed=args.seed if args.seed is not None else cfg.tts.seed)
+        hb = HibariBackend(
+            seed=args.seed if args.seed is not None else cfg.tts.seed,
+            normalize=cfg.tts.normalize,
+        )
         list(hb.stream("Warm up."))  # loads the G2P lexicons, not what we measure
         t0 = time.perf_counter()
         chunks, ttfa = [], None
@@ -51,7 +54,13 @@ def _handler(args: argparse.Namespace) -> int:
         # paid once per process by a server; a one-off run pays them here, unmeasured.
         tts.warm_up()
         tts.synth("Warm up.", opts)
-        res = tts.synth(args.text, opts)
+        # Spoken the way the TTS stage speaks it (tts.normalize: core/textnorm.py).
+        text = args.text
+        if cfg.tts.normalize:
+            from voicepipe.core.textnorm import normalize
+
+            text = normalize(text)
+        res = tts.synth(text, opts)
         audio = res.audio
         out = {"backend": "codec-lm", "rule": opts.rule, "beta": opts.beta,
                "audio_s": res.audio_s, "rtf": res.rtf, "ttfa_ms": res.ttfa_s * 1e3,

@@ -17,7 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "docs/PROTOCOL.md) and the browser page of web/ at http://HOST:PORT/. "
             "Each session runs its own pipeline (voicepipe/pipelines/<name>.py). "
             "Limits, auth token and allowed origins come from [server] in the config. "
-            "Ctrl-C (SIGINT) or SIGTERM closes every session with 1001 and exits."
+            "Ctrl-C (SIGINT) or SIGTERM stops accepting, lets replies in flight finish "
+            "(at most server.drain_timeout_s), closes the rest with 1001 and exits 0; a "
+            "second Ctrl-C closes them at once. Listening beyond loopback? Set "
+            "server.auth_token (the security defaults: docs/PROTOCOL.md)."
         ),
     )
     add_config_arg(p)
@@ -69,7 +72,11 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         await stop.wait()
     finally:
-        print("voicepipe: shutting down", file=sys.stderr, flush=True)
+        print(f"voicepipe: shutting down: no new sessions; replies in flight may finish "
+              f"(at most {args.config.server.drain_timeout_s:g} s; Ctrl-C again to cut them)",
+              file=sys.stderr, flush=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, server.hurry)
         await server.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)

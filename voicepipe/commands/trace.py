@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Span files come from `voicepipe serve --trace FILE` or `voicepipe client "
             "--trace FILE` (JSONL, or Chrome trace JSON when FILE ends in .json; both are "
-            "read here). Span names: DESIGN.md §9."
+            "read here). Span names: docs/DESIGN.md §9."
         ),
     )
     sub2 = p.add_subparsers(dest="trace_command", metavar="ACTION")

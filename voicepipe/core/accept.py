@@ -1,4 +1,4 @@
-"""Acceptance rules for speculative decoding (DESIGN.md §6), as pure functions.
+"""Acceptance rules for speculative decoding (docs/DESIGN.md §6), as pure functions.
 
 Shared by the text LLM and the audio-token TTS. Every rule verifies K draft
 tokens against the target in one go, vectorised over the K positions, and

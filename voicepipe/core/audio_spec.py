@@ -1,4 +1,4 @@
-"""Speculative decoding of codec frames (DESIGN.md §6, §7), sans-I/O.
+"""Speculative decoding of codec frames (docs/DESIGN.md §6, §7), sans-I/O.
 
 The codec LM's autoregressive state is the sequence of level-0 codes (see
 nn/codec_lm.py), so speculation runs on level 0: the drafter proposes K

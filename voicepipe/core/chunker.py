@@ -3,7 +3,12 @@
 Text arrives in small deltas; speakable chunks leave as soon as they are
 safe to speak. The first chunk of a reply may end at a clause boundary
 (comma, semicolon, colon, dash) once it holds ``first_min_words`` words, so
-the TTS can start early; later chunks end at sentence boundaries, or at a
+the TTS can start early. A first sentence may also have no punctuation for
+a long while ("The sky is blue because of the scattering of light by tiny
+particles in the atmosphere,"): the user would hear nothing until its end, so
+once it holds ``first_break_words`` words the first chunk may also end at a
+natural spoken break, before a conjunction or a relative word ("The sky is
+blue | because of …"). Later chunks end at sentence boundaries, or at a
 clause when the sentence grows past ``soft_max_chars``; past
 ``hard_max_chars`` the text is cut at the last space (never inside a word).
 
@@ -25,15 +30,27 @@ _CLOSERS = "\"')\\]”’»"
 _BOUNDARY = re.compile(
     rf"(?P<sent>[.!?…]+)[{_CLOSERS}]*(?=\s)|(?P<clause>[,;:—–])[{_CLOSERS}]*(?=\s)|\n"
 )
+# Words before which a speaker naturally pauses: conjunctions and relative words. Not
+# "that" (also a determiner: "learn that language") nor prepositions ("the capital | of").
+BREAK_WORDS = frozenset(
+    "and but or so because since although though while whereas which who whose where when "
+    "if unless until".split()
+)
+_BREAK = re.compile(r"\s(?P<word>[A-Za-z]+)(?=\s)")
 _MARKDOWN = re.compile(r"[*#`_]+")
 _SPACES = re.compile(r"\s+")
 
 
 class Chunker:
     def __init__(
-        self, first_min_words: int = 3, soft_max_chars: int = 120, hard_max_chars: int = 220
+        self,
+        first_min_words: int = 3,
+        soft_max_chars: int = 120,
+        hard_max_chars: int = 220,
+        first_break_words: int = 4,
     ) -> None:
         self.first_min_words = first_min_words
+        self.first_break_words = first_break_words  # 0: the first chunk needs punctuation
         self.soft_max_chars = soft_max_chars
         self.hard_max_chars = hard_max_chars
         self.reset()
@@ -80,6 +97,28 @@ class Chunker:
 
     def _find_cut(self) -> int | None:
         """End index of the first chunk the buffer completes, or None."""
+        cut = self._punctuation_cut()
+        if self.n_chunks == 0 and self.first_break_words > 0:
+            brk = self._break_cut(cut)
+            if brk is not None:
+                return brk
+        return cut
+
+    def _break_cut(self, before: int | None) -> int | None:
+        """First chunk only: the start of a break word that follows at least
+        ``first_break_words`` words and comes before the punctuation cut, if any. The
+        word counts once the character after it has arrived ("and" vs "android")."""
+        for m in _BREAK.finditer(self.buf):
+            start = m.start()
+            if before is not None and start >= before:
+                return None
+            if m.group("word").lower() not in BREAK_WORDS:
+                continue
+            if len(_clean(self.buf[:start]).split()) >= self.first_break_words:
+                return start
+        return None
+
+    def _punctuation_cut(self) -> int | None:
         for m in _BOUNDARY.finditer(self.buf):
             end = m.end()
             head = self.buf[:end]
@@ -109,9 +148,11 @@ def _not_a_full_stop(head: str) -> bool:
         return True
     if "." in word:  # "U.S." "e.g." "a.m."
         return all(len(p) <= 2 for p in word.split("."))
-    # "1." opening a line is a list marker, not the end of a sentence.
+    # "1." opening a line, or right after a colon ("tips: 1. Sleep"), is a list marker,
+    # not the end of a sentence.
     line_start = head.rfind("\n", 0, m.start(1)) + 1
-    return word.isdigit() and head[line_start : m.start(1)].strip() == ""
+    before = head[line_start : m.start(1)].strip()
+    return word.isdigit() and (before == "" or before.endswith(":"))
 
 
 def _clean(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Adaptive playout buffer (DESIGN.md §8), sans-I/O, in the spirit of WebRTC NetEq.
+"""Adaptive playout buffer (docs/DESIGN.md §8), sans-I/O, in the spirit of WebRTC NetEq.
 
 ``push`` reply-audio frames as they arrive, ``pull`` samples when the speaker
 wants them; both take ``now_ns`` and nothing here reads a clock. The same
@@ -405,7 +405,7 @@ class JitterBuffer:
     # ---------------------------------------------------------------- reports
 
     def stats(self, now_ns: int | None = None) -> dict[str, float | int]:
-        """Counters (DESIGN.md §8). ``*_ms`` are sample counts converted at the
+        """Counters (docs/DESIGN.md §8). ``*_ms`` are sample counts converted at the
         output rate; ``played_ms`` counts reply media played, concealment excluded."""
         sr = self.p.sample_rate
         c = self.c

@@ -32,6 +32,8 @@ MAX_SAMPLE_RATE = 48000
 CLOSE_NORMAL = 1000  # the session ended as asked (client sent "end", all replies done)
 CLOSE_GOING_AWAY = 1001  # the server is shutting down
 CLOSE_PROTOCOL_ERROR = 1002  # malformed frame/message, or a message out of order
+CLOSE_INVALID_DATA = 1007  # a text frame that is not UTF-8 (sent by the WebSocket library)
+CLOSE_POLICY = 1008  # evicted from the pending pool, or the client stopped reading
 CLOSE_MESSAGE_TOO_BIG = 1009  # a message above the server's max_message_bytes
 CLOSE_INTERNAL_ERROR = 1011  # a pipeline stage failed; an "error" message precedes it
 CLOSE_TOO_MANY_SESSIONS = 1013  # "try again later": max_sessions reached
@@ -44,6 +46,8 @@ CLOSE_REASONS: dict[int, str] = {
     CLOSE_NORMAL: "session ended",
     CLOSE_GOING_AWAY: "server shutting down",
     CLOSE_PROTOCOL_ERROR: "protocol error",
+    CLOSE_INVALID_DATA: "invalid frame payload data",
+    CLOSE_POLICY: "policy violation",
     CLOSE_MESSAGE_TOO_BIG: "message too big",
     CLOSE_INTERNAL_ERROR: "pipeline error",
     CLOSE_TOO_MANY_SESSIONS: "too many sessions",
@@ -85,6 +89,9 @@ HEADER = struct.Struct("<BBHIIQ")
 HEADER_BYTES = HEADER.size  # 20
 U32 = 1 << 32
 U64 = 1 << 64
+# media_ts bound: a timeline of 2**45 samples is 23 years at 48 kHz, and converted to
+# nanoseconds at 8 kHz it still fits an int64 (what numpy and the stages use).
+MAX_MEDIA_TS = 1 << 45
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,8 @@ def encode_audio(frame: AudioFrame) -> bytes:
         raise ProtocolError(f"unknown audio kind {frame.kind}")
     if frame.flags & ~KNOWN_FLAGS or not 0 <= frame.flags < 1 << 16:
         raise ProtocolError(f"unknown audio flags {frame.flags:#x}")
-    if not (0 <= frame.seq < U32 and 0 <= frame.turn_id < U32 and 0 <= frame.media_ts < U64):
+    if not (0 <= frame.seq < U32 and 0 <= frame.turn_id < U32
+            and 0 <= frame.media_ts <= MAX_MEDIA_TS):
         raise ProtocolError("audio header field out of range")
     pcm = np.asarray(frame.pcm)
     if pcm.ndim != 1 or pcm.dtype != np.int16:
@@ -134,6 +142,8 @@ def decode_audio(data: bytes | bytearray | memoryview) -> AudioFrame:
         raise ProtocolError(f"unknown audio kind {kind}")
     if flags & ~KNOWN_FLAGS:
         raise ProtocolError(f"unknown audio flags {flags:#x}")
+    if media_ts > MAX_MEDIA_TS:
+        raise ProtocolError(f"audio media_ts above 2**45 ({media_ts})")
     payload = data[HEADER_BYTES:]
     if len(payload) % 2:
         raise ProtocolError("PCM16 payload has an odd number of bytes")
@@ -150,6 +160,22 @@ def pcm16_from_float(pcm: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- text messages
 
 Json = Any  # a JSON value (str, int, float, bool, None, list, dict)
+_MAX_INT = 1 << 53  # exactly representable in JavaScript
+MAX_TURN = U32 - 2  # turn ids ride in the u32 audio header, and turn_id + 1 must fit too
+MAX_CLIENT_MS = 1e13  # a client clock reading in ms (~300 years): anything above is garbage
+MAX_COUNTER = 1e12  # a playout counter (events or ms) of one reply
+MAX_PLAYBACK_AGE_MS = 7 * 86_400_000.0  # now_ms - first_play_ms of a report: a week at most
+MAX_PLAYBACK_LEAD_MS = 60_000.0  # first_play_ms after now_ms: a scheduled start, not minutes
+MAX_COUNTERS = 32  # keys in one playback report's counters
+MAX_TEXT = 256  # free-text fields a client sends (reason, client name)
+
+
+def _limit(*, lo: float | None = None, hi: float | None = None, max_len: int | None = None,
+           **kw: Any) -> Any:
+    """A dataclass field whose decoded value must lie in [lo, hi] (numbers, and every
+    value of a number map) or have at most ``max_len`` characters / keys. Checked at the
+    protocol boundary, so no number a client makes up reaches a session or the metrics."""
+    return field(metadata={"lo": lo, "hi": hi, "max_len": max_len}, **kw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,10 +193,10 @@ class Hello(Message):
     TYPE: ClassVar[str] = "hello"
     version: int = VERSION
     sample_rate: int
-    format: str = FORMAT_PCM16
+    format: str = _limit(max_len=MAX_TEXT, default=FORMAT_PCM16)
     output_sample_rate: int = 0
-    token: str = ""
-    client: str = ""
+    token: str = _limit(max_len=1024, default="")
+    client: str = _limit(max_len=MAX_TEXT, default="")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,8 +205,8 @@ class InterruptMsg(Message):
     drop queued audio of turns < turn_id (barge-in)."""
 
     TYPE: ClassVar[str] = "interrupt"
-    turn_id: int = 0
-    reason: str = ""
+    turn_id: int = _limit(lo=0, hi=MAX_TURN, default=0)
+    reason: str = _limit(max_len=MAX_TEXT, default="")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,13 +220,23 @@ class Playback(Message):
     playout buffer's counters (underruns, concealed_ms, …)."""
 
     TYPE: ClassVar[str] = "playback"
-    turn_id: int
-    played_samples: int
-    sample_rate: int
-    first_play_ms: float | None = None
-    now_ms: float = 0.0
+    turn_id: int = _limit(lo=0, hi=MAX_TURN)
+    played_samples: int = _limit(lo=0, hi=_MAX_INT)
+    # Playback devices may run above the wire's 48 kHz (96/192 kHz sound cards).
+    sample_rate: int = _limit(lo=MIN_SAMPLE_RATE, hi=384000)
+    first_play_ms: float | None = _limit(lo=-MAX_CLIENT_MS, hi=MAX_CLIENT_MS, default=None)
+    now_ms: float = _limit(lo=-MAX_CLIENT_MS, hi=MAX_CLIENT_MS, default=0.0)
     done: bool = False
-    counters: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = _limit(lo=0.0, hi=MAX_COUNTER, max_len=MAX_COUNTERS,
+                                        default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # first_play may lie up to one pull block after now (it is scheduled, then
+        # reported), never minutes; a report from further off is not a clock reading.
+        if self.first_play_ms is not None and not (
+            -MAX_PLAYBACK_LEAD_MS <= self.now_ms - self.first_play_ms <= MAX_PLAYBACK_AGE_MS
+        ):
+            raise ProtocolError("playback: first_play_ms and now_ms are too far apart")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,7 +304,7 @@ class ReplyEndMsg(Message):
 
 @dataclass(frozen=True, kw_only=True)
 class Span(Message):
-    """A finished latency span (names: DESIGN.md §9). Times are ms on the server clock
+    """A finished latency span (names: docs/DESIGN.md §9). Times are ms on the server clock
     since the session started."""
 
     TYPE: ClassVar[str] = "span"
@@ -295,6 +331,7 @@ class Error(Message):
     code: str
     message: str
     fatal: bool = False
+    retry_after_s: float | None = None  # too_many_sessions: when trying again may succeed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,7 +362,20 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
 CLIENT_TYPES = frozenset({"hello", "interrupt", "playback", "end"})
 SERVER_TYPES = frozenset(MESSAGE_TYPES) - {"hello", "playback", "end"}
 
-_MAX_INT = 1 << 53  # exactly representable in JavaScript
+
+
+def _check_field(f: dataclasses.Field, value: Any, typ: Any) -> Any:
+    """Validate one decoded JSON value against its field's annotation and limits."""
+    value = _check(f.name, value, typ)
+    lo, hi, max_len = (f.metadata.get(k) for k in ("lo", "hi", "max_len"))
+    if max_len is not None and value is not None and len(value) > max_len:
+        raise ProtocolError(f"field {f.name!r} longer than {max_len}")
+    if lo is not None or hi is not None:
+        numbers = value.values() if isinstance(value, dict) else [value]
+        for v in numbers:
+            if v is not None and not ((lo is None or v >= lo) and (hi is None or v <= hi)):
+                raise ProtocolError(f"field {f.name!r} out of range [{lo}, {hi}]")
+    return value
 
 
 def _check(name: str, value: Any, typ: Any) -> Any:
@@ -395,7 +445,7 @@ def decode_message(data: str | bytes) -> Message:
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name in obj:
-            kwargs[f.name] = _check(f.name, obj[f.name], _HINTS[cls][f.name])
+            kwargs[f.name] = _check_field(f, obj[f.name], _HINTS[cls][f.name])
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ProtocolError(f"{kind}: missing field {f.name!r}")
     return cls(**kwargs)

@@ -1,4 +1,4 @@
-"""Speculative decoding loop: proposer → scorer → verifier (DESIGN.md §6).
+"""Speculative decoding loop: proposer → scorer → verifier (docs/DESIGN.md §6).
 
 No I/O and no torch: the target model and the drafter plug in through the
 ``Target`` and ``Proposer`` protocols (``voicepipe.nn.engine`` implements

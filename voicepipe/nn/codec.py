@@ -1,4 +1,4 @@
-"""MelVQ: the project's low-frame-rate audio codec (DESIGN.md §7).
+"""MelVQ: the project's low-frame-rate audio codec (docs/DESIGN.md §7).
 
     wave 22,050 Hz ─► log-mel (80 × 86.13 Hz, exactly HiFi-GAN's) ─► stack 4 frames
     ─► 320-dim vector per step (21.53 steps/s, 46.4 ms) ─► residual VQ, Q levels × 1024

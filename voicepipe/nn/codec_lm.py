@@ -9,7 +9,7 @@ A causal transformer (RoPE, KV cache) gives h[t]; head0(h[t]) predicts level 0.
 Deeper RVQ levels come from a depth head: level q from h[t] + Σ_{l<q} emb_l(c_l[t]).
 
 Why the AR state carries only level 0: level 0 holds most of the content
-(DESIGN.md §7: Q=1 already gives 7.6% WER), and it makes speculative decoding
+(docs/DESIGN.md §7: Q=1 already gives 7.6% WER), and it makes speculative decoding
 clean — a draft proposes level-0 codes only, the target verifies them in one
 pass, and the target's deeper levels for an accepted frame follow from its own
 h[t] without invalidating later positions. The same ModelArgs with n_q=1 and a

@@ -5,7 +5,7 @@ included) in the tensor ``/Clip_output_0`` just before its length regulator.
 Appending that tensor to the graph outputs gives the teacher's own alignment
 for free: durations are in 25 ms units and ``sum(durations) * 600`` equals the
 number of 24 kHz samples it synthesizes. The codec LM is trained on that
-alignment (DESIGN.md §7).
+alignment (docs/DESIGN.md §7).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Explicit alignment: which phoneme each 46.4 ms codec frame speaks.
 
-The codec LM does not learn alignment (DESIGN.md §7: it did not emerge from a
+The codec LM does not learn alignment (docs/DESIGN.md §7: it did not emerge from a
 phoneme prefix); it is told, per frame, the phoneme under the frame's centre,
 the phonemes under the next ``LOOKAHEAD`` frames, and where in the phoneme
 the frame sits. Durations come from the teacher (training) or the duration

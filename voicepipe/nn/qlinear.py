@@ -1,4 +1,4 @@
-"""Linear layers in four weight formats for CPU decode (DESIGN.md §2).
+"""Linear layers in four weight formats for CPU decode (docs/DESIGN.md §2).
 
 Decode of a small LLM is memory-bound: tokens/s ≈ kernel params/s / params
 per token. Measured here on 2 threads, a large GEMV reads ~3.9 G params/s in

@@ -10,7 +10,7 @@ Preemptive generation (``turns.preempt``): once the user has been quiet for
 ``turns.preempt_after_ms`` the ASR sends the transcript so far
 (``TranscriptStable``); the LLM starts a tentative reply on it and holds its
 output until the final transcript agrees (commit) or not (cancel), so the
-reply is ready when the endpointer fires. Every span of DESIGN.md §9 is
+reply is ready when the endpointer fires. Every span of docs/DESIGN.md §9 is
 emitted along the way (LLM spans say ``preempt=off|kept|cancelled``); the
 client (or the server, from playback reports) closes ``e2e.voice_to_voice``.
 """

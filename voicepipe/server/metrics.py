@@ -29,7 +29,7 @@ class ServerMetrics:
         r = self.registry
         self.span_ms = Histogram(
             "voicepipe_span_ms",
-            "Latency span duration (ms), DESIGN.md §9",
+            "Latency span duration (ms), docs/DESIGN.md §9",
             ["name"],
             buckets=_BUCKETS_MS,
             registry=r,
@@ -62,9 +62,13 @@ class ServerMetrics:
             self.preempt.labels(outcome)
         self.errors = Counter("voicepipe_errors", "Errors sent to clients", ["code"], registry=r)
         self.sessions = Counter("voicepipe_sessions", "Sessions accepted", registry=r)
+        self.closes = Counter("voicepipe_closes", "Connections closed, by close code",
+                              ["code"], registry=r)
         self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
         # Last seen playout counters per (session, turn): reports carry running totals.
         self._last_playout: dict[tuple[str, int], dict[str, float]] = {}
+        # What each session has added to the playout counters so far, over all its turns.
+        self._credited: dict[str, dict[str, float]] = {}
 
     def observe(self, frame: object) -> None:
         if isinstance(frame, SpanFrame):
@@ -83,16 +87,24 @@ class ServerMetrics:
         elif isinstance(frame, ErrorFrame):
             self.errors.labels(frame.code).inc()
 
-    def playback(self, session: str, turn: int, counters: dict[str, float], done: bool) -> None:
+    def playback(self, session: str, turn: int, counters: dict[str, float], done: bool,
+                 age_ms: float, frame_ms: float = 20.0) -> None:
+        """One client report. ``age_ms``: how long the session has existed. A session
+        cannot have concealed (or stretched, …) more ms of audio than it has existed, nor
+        had more underruns than frames in that time, so no client, however it lies, adds
+        more than that to the shared counters."""
         self.reports.inc()
         key = (session, turn)
         last = self._last_playout.get(key, {})
+        credited = self._credited.setdefault(session, {})
         for name in _PLAYOUT_COUNTERS:
             value = counters.get(name)
             if value is None:
                 continue
-            delta = float(value) - last.get(name, 0.0)
+            cap = age_ms if name.endswith("_ms") else age_ms / frame_ms
+            delta = min(float(value) - last.get(name, 0.0), cap - credited.get(name, 0.0))
             if delta > 0:
+                credited[name] = credited.get(name, 0.0) + delta
                 self.playout.labels(name).inc(delta)
         if done:
             self._last_playout.pop(key, None)
@@ -102,6 +114,7 @@ class ServerMetrics:
             }
 
     def forget_session(self, session: str) -> None:
+        self._credited.pop(session, None)
         for key in [k for k in self._last_playout if k[0] == session]:
             del self._last_playout[key]
 

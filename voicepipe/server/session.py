@@ -1,8 +1,10 @@
-"""One WebSocket session: hello, one Pipeline, wire ↔ frames, clean teardown.
+"""One WebSocket connection: hello (admission), one Pipeline, wire ↔ frames, clean teardown.
 
-Whatever a client does (garbage, oversize messages, vanishing mid-stream),
-only its own session ends, with a close code from docs/PROTOCOL.md, and every
-task the session started is reaped before ``run`` returns.
+Whatever a client does (garbage, oversize messages, vanishing mid-stream,
+never reading), only its own session ends, with a close code from
+docs/PROTOCOL.md, and every task the session started is reaped before ``run``
+returns. A connection is only a session once the server admits its hello
+(core/admission.py); until then it holds no pipeline and no session slot.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import typing
 import uuid
 from collections import deque
 from typing import TYPE_CHECKING
@@ -22,6 +25,8 @@ from websockets.exceptions import ConnectionClosed
 from voicepipe import pipelines
 from voicepipe.clock import now_ns
 from voicepipe.core import protocol as P
+from voicepipe.core.admission import Ticket
+from voicepipe.core.session_rules import ServerLimits, ServerRules
 from voicepipe.frames import (
     AudioIn,
     ErrorFrame,
@@ -44,14 +49,30 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_GAP_S = 1.0  # a jump in input media_ts is filled with at most this much silence
+CLOSE_WAIT_S = 3.0  # the closing handshake (websockets' own close_timeout is 2 s)
+
+
+class SlowClient(Exception):
+    """The client did not take one message within ``server.send_timeout_s``."""
 
 
 class Session:
-    def __init__(self, server: Server, ws: ServerConnection) -> None:
+    def __init__(self, server: Server, ws: ServerConnection, ticket: Ticket) -> None:
         self.server = server
         self.cfg = server.cfg
         self.ws = ws
+        self.ticket = ticket
+        self.admitted = False  # its hello was accepted: it holds a session slot
         self.id = uuid.uuid4().hex[:12]
+        self.start_ns = now_ns()
+        c = self.cfg.server
+        # Hello first and once, message order, deadlines: core/session_rules.py.
+        self.rules = ServerRules(ServerLimits(
+            hello_timeout_ns=round(c.hello_timeout_s * 1e9),
+            idle_timeout_ns=round(c.idle_timeout_s * 1e9), token=c.auth_token), self.start_ns)
+        self._draining = False  # the server is shutting down: end once no reply is in flight
+        self._open_turns: set[int] = set()  # turns with a final transcript or reply in flight
+        self._input_ended = False  # the client sent "end": done + 1000 follow by themselves
         self.info: pipelines.SessionInfo | None = None
         self.pipeline: Pipeline | None = None
         self.close_code = P.CLOSE_NORMAL
@@ -73,22 +94,65 @@ class Session:
         if self.close_code == P.CLOSE_NORMAL:
             self.close_code, self.close_reason = code, reason
 
+    def end(self, code: int, reason: str) -> None:
+        """Close this session soon with ``code`` (eviction, shutdown): from outside."""
+        self._set_close(code, reason)
+        self._ended.set()
+
+    def drain(self) -> None:
+        """The server is shutting down: finish the reply in flight, if any, then 1001."""
+        self._draining = True
+        if not self.admitted or not (self._open_turns or self._input_ended):
+            self.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
+
     async def run(self) -> None:
         try:
-            await self._run()
+            hello = await self._race_ended(self._hello())
+            if hello is not None:
+                await self._run(hello)
         except P.ProtocolError as e:
             self._set_close(e.code, f"{P.CLOSE_REASONS.get(e.code, 'error')}: {e.reason}")
+        except SlowClient:
+            self._set_close(P.CLOSE_POLICY, "policy violation: client not reading")
         except ConnectionClosed:
             pass
+        except Exception as e:  # a bug of ours: this session ends with 1011, never 1000
+            log.exception("session %s failed", self.id)
+            self._set_close(P.CLOSE_INTERNAL_ERROR, "pipeline error: internal error")
+            with contextlib.suppress(Exception):
+                await self._send_msg(P.Error(code="internal_error", message=repr(e)[:300],
+                                             fatal=True))
         finally:
             if self.pipeline is not None:
                 await self.pipeline.stop(timeout=1.0)
-            with contextlib.suppress(ConnectionClosed):
-                reason = P.ProtocolError(self.close_reason).close_reason
-                await self.ws.close(self.close_code, reason)
+            await self._close_socket()
 
-    async def _run(self) -> None:
-        hello = await self._hello()
+    async def _close_socket(self) -> None:
+        reason = P.ProtocolError(self.close_reason).close_reason
+        try:
+            # websockets' close() first drains the write buffer, which never happens for a
+            # client that stopped reading: bounded, then the TCP connection is cut.
+            await asyncio.wait_for(self.ws.close(self.close_code, reason), CLOSE_WAIT_S)
+        except ConnectionClosed:
+            pass
+        except asyncio.TimeoutError:
+            self.ws.transport.abort()
+
+    async def _race_ended(self, coro: typing.Coroutine) -> typing.Any:
+        """``await coro`` unless the session is ended from outside first (then None)."""
+        task = asyncio.ensure_future(coro)
+        ended = asyncio.ensure_future(self._ended.wait())
+        try:
+            await asyncio.wait((task, ended), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (task, ended):
+                t.cancel()
+            await asyncio.gather(task, ended, return_exceptions=True)
+        if task.cancelled():
+            return None
+        return task.result()  # raises what _hello raised
+
+    async def _run(self, hello: P.Hello) -> None:
         cfg = self.cfg
         self.info = pipelines.SessionInfo(
             session_id=self.id,
@@ -133,26 +197,35 @@ class Session:
         if not recv.cancelled() and recv.exception() is not None:
             raise recv.exception()  # ProtocolError → its close code; ConnectionClosed → quiet
 
-    async def _hello(self) -> P.Hello:
+    async def _receive(self) -> P.Message | P.AudioFrame | None:
+        """The next message, checked against the session rules (None: drop it)."""
+        wait_s = max(0.0, (self.rules.deadline_ns() - now_ns()) / 1e9)
         try:
-            data = await asyncio.wait_for(self.ws.recv(), self.cfg.server.idle_timeout_s)
+            data = await asyncio.wait_for(self.ws.recv(), wait_s)
         except asyncio.TimeoutError:
-            raise P.ProtocolError("no hello", P.CLOSE_IDLE_TIMEOUT) from None
-        msg = P.decode(data)
-        if not isinstance(msg, P.Hello):
-            raise P.ProtocolError("the first message must be hello")
-        P.check_hello(msg, token=self.cfg.server.auth_token)
+            raise self.rules.expired() from None
+        return self.rules.receive(P.decode(data), now_ns())
+
+    async def _hello(self) -> P.Hello:
+        msg = await self._receive()
+        assert isinstance(msg, P.Hello)  # the rules accept nothing else first
+        refusal = self.server.admit(self)
+        if refusal is not None:
+            retry = self.cfg.server.retry_after_s
+            text = f"{refusal.value}; retry in {retry:g} s"
+            await self._send_msg(P.Error(code="too_many_sessions", message=text, fatal=True,
+                                         retry_after_s=retry))
+            detail = text.removeprefix(P.CLOSE_REASONS[P.CLOSE_TOO_MANY_SESSIONS])
+            raise P.ProtocolError(detail.lstrip(" ;"), P.CLOSE_TOO_MANY_SESSIONS)
+        self.admitted = True
         return msg
 
     async def _recv_loop(self) -> None:
         assert self.pipeline is not None
-        timeout = self.cfg.server.idle_timeout_s
         while True:
-            try:
-                data = await asyncio.wait_for(self.ws.recv(), timeout)
-            except asyncio.TimeoutError:
-                raise P.ProtocolError("nothing received", P.CLOSE_IDLE_TIMEOUT) from None
-            msg = P.decode(data)
+            msg = await self._receive()
+            if msg is None:
+                continue
             if isinstance(msg, P.AudioFrame):
                 await self._on_audio(msg)
             elif isinstance(msg, P.InterruptMsg):
@@ -162,19 +235,14 @@ class Session:
             elif isinstance(msg, P.Playback):
                 await self._on_playback(msg)
             elif isinstance(msg, P.EndInput):
+                self._input_ended = True
                 await self._flush_input()
                 await self.pipeline.put(InputEnd(turn_id=self._turn))
-            elif isinstance(msg, P.Hello):
-                raise P.ProtocolError("second hello")
-            else:
-                raise P.ProtocolError(f"{msg.TYPE} is a server message")
 
     # ------------------------------------------------------------------ input
 
     async def _on_audio(self, frame: P.AudioFrame) -> None:
         assert self.pipeline is not None and self.info is not None
-        if frame.kind != P.KIND_AUDIO_IN:
-            raise P.ProtocolError("clients send audio kind 1 only")
         rate = self.info.input_sample_rate
         pcm = frame.float32()
         if self._in_next_ts is None:
@@ -215,7 +283,9 @@ class Session:
     async def _on_playback(self, msg: P.Playback) -> None:
         assert self.pipeline is not None
         report = self._playback(msg)
-        self.server.metrics.playback(self.id, msg.turn_id, msg.counters, msg.done)
+        self.server.metrics.playback(self.id, msg.turn_id, msg.counters, msg.done,
+                                     age_ms=(now_ns() - self.start_ns) / 1e6,
+                                     frame_ms=self.cfg.audio.frame_ms)
         speech_end = self._speech_end_ns.pop(msg.turn_id, None)
         if report.first_play_ns is not None and speech_end is not None:
             # The server's view of e2e.voice_to_voice: the speech-end sample's arrival →
@@ -238,7 +308,15 @@ class Session:
     # ------------------------------------------------------------------ output
 
     async def _send_msg(self, msg: P.Message) -> None:
-        await self.ws.send(P.encode_message(msg))
+        await self._send(P.encode_message(msg))
+
+    async def _send(self, data: str | bytes) -> None:
+        # A client that stops reading fills the socket's buffers, and then send waits
+        # forever, holding its slot and its pipeline: bounded here instead.
+        try:
+            await asyncio.wait_for(self.ws.send(data), self.cfg.server.send_timeout_s)
+        except asyncio.TimeoutError:
+            raise SlowClient from None
 
     def _ms(self, t_ns: int) -> float:
         assert self.info is not None
@@ -250,12 +328,28 @@ class Session:
             await self._deliver(frame)
         except ConnectionClosed:
             self._ended.set()
+        except SlowClient:
+            self.end(P.CLOSE_POLICY, "policy violation: client not reading")
+        self._track_turns(frame)
+
+    def _track_turns(self, frame: Frame) -> None:
+        """Which replies are in flight, so a shutdown can let them finish."""
+        if isinstance(frame, (TranscriptFinal, ReplyStarted)):
+            self._open_turns.add(frame.turn_id)
+        elif isinstance(frame, ReplyFinished):
+            self._open_turns.discard(frame.turn_id)
+        elif isinstance(frame, Interrupt):
+            self._open_turns = {t for t in self._open_turns if t >= frame.turn_id}
+        else:
+            return
+        if self._draining and not (self._open_turns or self._input_ended or self._ended.is_set()):
+            self.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
     async def _deliver(self, frame: Frame) -> None:
         t = frame.turn_id
         self.server.metrics.observe(frame)
         if isinstance(frame, AudioOut):
-            await self.ws.send(P.encode_audio(P.AudioFrame(
+            await self._send(P.encode_audio(P.AudioFrame(
                 kind=P.KIND_AUDIO_OUT, seq=frame.seq, media_ts=frame.media_ts, pcm=frame.pcm,
                 turn_id=t, flags=P.FLAG_LAST if frame.last else 0)))
         elif isinstance(frame, ReplyStarted):

@@ -32,20 +32,6 @@ def web_root(configured: str) -> Path:
     return Path(configured).expanduser().resolve() if configured else DEFAULT_WEB_ROOT
 
 
-def origin_allowed(origin: str | None, host: str | None, allowed: list[str]) -> bool:
-    """Browsers always send Origin; programs usually don't, and are let through (they
-    can't be tricked into connecting by a web page, which is what the check is for)."""
-    if origin is None:
-        return True
-    if allowed:
-        return "*" in allowed or origin.rstrip("/") in {a.rstrip("/") for a in allowed}
-    try:
-        netloc = urlsplit(origin).netloc
-    except ValueError:
-        return False
-    return bool(host) and netloc.lower() == str(host).lower()
-
-
 def response(status: int, body: bytes, content_type: str, extra: list[tuple[str, str]] = ()
              ) -> Response:
     s = http.HTTPStatus(status)

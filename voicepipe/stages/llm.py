@@ -18,7 +18,7 @@ task; the step running in its thread finishes (tens of ms) and nothing more
 is generated. The conversation then keeps only the text that had already
 been handed to the TTS — the rest was never spoken.
 
-Spans (DESIGN.md §9): ``llm.ttft`` from the transcript's arrival to the first
+Spans (docs/DESIGN.md §9): ``llm.ttft`` from the transcript's arrival to the first
 token; ``llm.first_chunk`` from the first token to the first TextChunk;
 ``llm.tpot`` at the end of a reply, a span one mean inter-token interval long
 ending at the last token (mean time per output token after the first; the

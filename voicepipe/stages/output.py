@@ -1,4 +1,4 @@
-"""Server-side pacing of reply audio (DESIGN.md §8, docs/PROTOCOL.md "Output timeline").
+"""Server-side pacing of reply audio (docs/DESIGN.md §8, docs/PROTOCOL.md "Output timeline").
 
 Reply audio (``ReplyAudio``, any rate) is resampled with a streaming soxr
 resampler to the session's output rate, cut into ``frame_ms`` frames that

@@ -9,6 +9,12 @@ boundary and nothing of the old turn is pushed after it.
   frame by frame into the MelVQ codec's streaming decoder (nn/codec_tts.py).
 - ``hibari``: the teacher TTS as a baseline, one chunk per sentence.
 
+Text front-end (``tts.normalize``, core/textnorm.py): both backends speak the
+chunk's text with numbers, dates, symbols, list markers and the like written
+out as words; the stage keeps the original text for ``ReplyEnd`` and the
+barge-in bookkeeping, which weighs each original word by how long its spoken
+form is ("1969" takes as long as "nineteen sixty-nine").
+
 Span ``tts.ttfa``: from the moment the stage starts on a text chunk to the
 first audio sample out of the codec decoder (the first non-empty chunk).
 
@@ -31,6 +37,7 @@ import numpy as np
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
+from voicepipe.core import textnorm
 from voicepipe.core.heard import SpokenReply
 from voicepipe.frames import (
     ErrorFrame,
@@ -56,6 +63,7 @@ OUT_RATE = 22050
 class TTSBackend(Protocol):
     name: str
     sample_rate: int
+    normalize: bool  # speaks core.textnorm.normalize(text) rather than text
 
     def stream(self, text: str) -> Iterator[np.ndarray]: ...
 
@@ -66,16 +74,18 @@ class HibariBackend:
     name = "hibari"
     sample_rate = OUT_RATE
 
-    def __init__(self, threads: int = 1, seed: int = 0) -> None:
+    def __init__(self, threads: int = 1, seed: int = 0, normalize: bool = True) -> None:
         from hibari import Hibari
 
         self.tts = Hibari(threads=threads)
         self.seed = seed
+        self.normalize = normalize
 
     def stream(self, text: str) -> Iterator[np.ndarray]:
         from voicepipe.audio import resample
 
-        for chunk in self.tts.stream(text, seed=self.seed):
+        spoken = textnorm.normalize(text) if self.normalize else text
+        for chunk in self.tts.stream(spoken, seed=self.seed):
             if len(chunk):
                 yield resample(chunk, 24000, OUT_RATE)
 
@@ -91,11 +101,13 @@ class CodecLMBackend:
         # by the pipeline's preload); a backend holds only its options and last stats.
         self.tts = CodecLMTTS.shared(cfg)
         self.opts = SynthOptions.from_config(cfg.tts)
+        self.normalize = cfg.tts.normalize
         self.last_stats: dict = {}
 
     def stream(self, text: str) -> Iterator[np.ndarray]:
         stats: dict = {}
-        yield from self.tts.stream(text, self.opts, stats)
+        spoken = textnorm.normalize(text) if self.normalize else text
+        yield from self.tts.stream(spoken, self.opts, stats)
         self.last_stats = stats
 
     def warm_up(self) -> None:
@@ -104,7 +116,7 @@ class CodecLMBackend:
 
 def make_backend(cfg: Config) -> TTSBackend:
     if cfg.tts.backend == "hibari":
-        return HibariBackend(seed=cfg.tts.seed)
+        return HibariBackend(seed=cfg.tts.seed, normalize=cfg.tts.normalize)
     if cfg.tts.backend == "codec-lm":
         return CodecLMBackend(cfg)
     raise ValueError(f"unknown tts.backend {cfg.tts.backend!r} (codec-lm | hibari)")
@@ -164,9 +176,15 @@ class TTSStage(Stage):
                 )
 
     def _record(self, turn: int, text: str, seconds: float, complete: bool) -> None:
+        weights = None
+        spoken = text
+        if getattr(self.backend, "normalize", False):
+            # The backend said the normalised text: weigh the original words by it.
+            norm = textnorm.normalize_spans(text)
+            spoken, weights = norm.text, norm.word_weights()
         if not complete:  # cut mid-chunk: its words spread over the audio it would have had
-            seconds = max(seconds, len(text) * _SECONDS_PER_CHAR)
-        self._spoken.setdefault(turn, SpokenReply()).add(text, seconds)
+            seconds = max(seconds, len(spoken) * _SECONDS_PER_CHAR)
+        self._spoken.setdefault(turn, SpokenReply()).add(text, seconds, weights)
         while len(self._spoken) > _KEEP_REPLIES:
             del self._spoken[min(self._spoken)]
 
