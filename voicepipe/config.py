@@ -107,6 +107,12 @@ class LlmConfig:
     top_p: float = 1.0
     seed: int = 0
     max_new_tokens: int = 160
+    # Sessions copy the rendered system prompt's keys and values from a process-wide
+    # prefix cache instead of prefilling it (voicepipe/nn/prefix.py).
+    prefix_cache: bool = True
+    # A prompt is prefilled this many tokens per model pass, the stage yielding between
+    # passes (an Interrupt takes effect between them); 0: one pass.
+    prefill_chunk: int = 32
     system_prompt: str = (
         "You are a helpful voice assistant. Answer in one to three short spoken sentences."
     )

@@ -98,6 +98,78 @@ async def test_streams_deltas_chunks_spans_and_remembers(cfg, engine) -> None:
     assert stage.messages[0]["content"] == cfg.llm.system_prompt
 
 
+async def _ttft_attrs(c: Config, questions: tuple[str, ...]) -> list[dict]:
+    """One new session (its own engine, as the server gives each): llm.ttft attrs per turn."""
+    stage = LlmStage(c, engine_for(c))
+    attrs: list[dict] = []
+
+    async def sink(f: Frame) -> None:
+        if isinstance(f, SpanFrame) and f.name == "llm.ttft":
+            attrs.append(f.attrs)
+
+    stage.push = sink
+    await stage.start()
+    for turn, q in enumerate(questions, 1):
+        await stage.reply(turn, q)
+    return attrs
+
+
+async def test_a_new_session_does_not_prefill_the_system_prompt(cfg, engine) -> None:
+    from voicepipe.stages.llm import system_prefix
+
+    small = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, max_new_tokens=8))
+    qs = ("What is a haiku?", "Write one about rain.")
+    head = len(system_prefix(engine.tokenizer, cfg.llm.system_prompt))
+    await _ttft_attrs(small, qs[:1])  # some session came first (this one, or an earlier test's)
+    first, second = await _ttft_attrs(small, qs)
+    # The system prompt's keys and values come from the process-wide prefix cache ...
+    assert first["shared"] == head > 0 and first["reused"] == 0
+    assert first["prefilled"] == first["prompt_tokens"] - head
+    assert first["prefill_chunks"] == -(-(first["prefilled"] - 1) // small.llm.prefill_chunk)
+    # ... and the next turn finds the whole last prompt (and its reply) in the session's cache.
+    assert second["shared"] == 0 and second["reused"] > first["prompt_tokens"]
+    assert second["prefilled"] == second["prompt_tokens"] - second["reused"]
+
+    off = dataclasses.replace(small, llm=dataclasses.replace(small.llm, prefix_cache=False))
+    (cold,) = await _ttft_attrs(off, qs[:1])
+    assert cold["prompt_tokens"] == first["prompt_tokens"]
+    assert cold["prefilled"] == cold["prompt_tokens"] and cold["shared"] == 0
+
+
+async def test_a_cancelled_reply_stops_its_prefill_after_the_current_chunk(cfg, engine) -> None:
+    chunked = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, prefill_chunk=8))
+    eng = engine.fork()
+    stage = LlmStage(chunked, eng)
+    long_text = " ".join(f"Item {i} of the list is a red box." for i in range(60))
+    ids = stage._prompt(long_text)
+    loop = asyncio.get_running_loop()
+    two = asyncio.Event()
+    calls = 0
+    step = stage._step
+
+    def counted(gen):  # noqa: ANN001, ANN202
+        nonlocal calls
+        out = step(gen)
+        calls += 1
+        if calls == 2:
+            loop.call_soon_threadsafe(two.set)
+        return out
+
+    stage._step = counted
+    p0 = eng.target.prefilled
+    task = asyncio.create_task(stage.reply(1, long_text))
+    await two.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with stage._lock:  # a chunk already in its worker thread finishes first
+        fed = eng.target.prefilled - p0
+        held = eng.target.fed == ids[: eng.target.length]
+    # Whole chunks only, far from the whole prompt: the prefill stopped between thread hops.
+    assert 8 <= fed <= 8 * 4 and fed % 8 == 0 and len(ids) > 400
+    assert held  # the cache holds exactly the tokens fed
+
+
 async def test_interrupt_stops_generation_at_once(cfg, engine) -> None:
     stage = LlmStage(cfg, engine.fork())
     sent = {"interrupt": False}

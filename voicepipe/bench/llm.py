@@ -2,7 +2,8 @@
 
 Prints one JSON object:
 
-  models:   one row per model and weight format: load_s (GGUF → ready),
+  models:   one row per model and weight format: load_s (GGUF → ready; after a
+            first load, from the packed-weights cache: voicepipe/nn/packed.py),
             ttft_ms (prefill of a ~100-token chat prompt → first token),
             tpot_ms and decode_tok_s (plain greedy decode, best of --repeats
             runs of --tokens tokens; the machine is shared, so best-of

@@ -58,6 +58,10 @@ async def _serve(args: argparse.Namespace) -> int:
 
     server = Server(args.config, pipeline=args.pipeline, host=args.host, port=args.port,
                     trace=args.trace)
+    # Preloading the pipeline's models takes seconds (a minute for a model packed for the
+    # first time): say so on stderr; stdout's first line stays the URL line.
+    print(f"voicepipe: starting pipeline {server.pipeline_name}: loading its models …",
+          file=sys.stderr, flush=True)  # fmt: skip
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

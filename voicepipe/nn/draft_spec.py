@@ -25,9 +25,9 @@ import torch
 from voicepipe.core.spec import Proposal
 from voicepipe.nn import fused, kernels, llama
 from voicepipe.nn.draft_model import DraftError, EagleDraft, for_inference, load
-from voicepipe.nn.engine import ModelTarget, _common_prefix
 from voicepipe.nn.kv_cache import KVCache
 from voicepipe.nn.qlinear import Linear
+from voicepipe.nn.target import ModelTarget, _common_prefix
 
 DEFAULT_DRAFT = "smollm2-draft"
 

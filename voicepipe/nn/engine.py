@@ -1,120 +1,39 @@
 """GGUF models behind the speculation protocols: a target, a draft-model proposer, glue.
 
-``ModelTarget`` keeps its KV cache across calls and reuses the longest common
-prefix with each new prompt, so a multi-turn conversation only prefills the
-new turn. ``ModelProposer`` is a smaller model sharing the tokenizer (e.g.
-Qwen2.5-Coder 0.5B for the 1.5B); it keeps its own cache in sync the same way.
+``ModelTarget`` (``voicepipe.nn.target``) keeps its KV cache across calls and
+reuses the longest common prefix with each new prompt, so a multi-turn
+conversation only prefills the new turn. ``ModelProposer`` is a smaller model
+sharing the tokenizer (e.g. Qwen2.5-Coder 0.5B for the 1.5B); it keeps its own
+cache in sync the same way.
 Any object with ``name``, ``propose(context, k) -> Proposal`` and ``reset()``
 can stand in for it (``voicepipe.core.spec.Proposer``).
+
+A new session need not prefill the system prompt either: ``Engine.share_prefix``
+keeps a prefix's keys and values in a process-wide store per model
+(``voicepipe.nn.prefix``) that every target copies from. And ``Engine.feed``
+prefills a long prompt in chunks, one model pass per step, so the caller can
+yield between them (the LLM stage runs one step per thread hop).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from voicepipe.core.cost_k import CostAwareK
 from voicepipe.core.hybrid import HybridProposer
 from voicepipe.core.ngram import NgramProposer
 from voicepipe.core.replies import ReplyIndex, ReplyProposer
-from voicepipe.core.spec import Proposal, Proposer, Scores, SpeculativeDecoder
+from voicepipe.core.spec import Proposer, SpeculativeDecoder
 from voicepipe.nn import llama
-from voicepipe.nn.sampling import SamplingParams, draw, probs
+from voicepipe.nn.sampling import SamplingParams
+from voicepipe.nn.target import ModelProposer, ModelTarget
 from voicepipe.nn.tokenizer import ChatTokenizer
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-class ModelTarget:
-    tree = False  # scores chains only (FeatureTarget on the fused kernel: trees too)
-
-    def __init__(self, model: llama.Transformer, max_len: int | None = None) -> None:
-        self.model = model
-        self.cache = model.new_cache(max_len)
-        self.fed: list[int] = []  # tokens whose keys/values the cache holds
-        # For drafters that read the target's hidden states (EAGLE style): a
-        # (max_len, dim) buffer whose row i is position i's state after the final norm.
-        self.feats: torch.Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        return self.cache.length
-
-    @property
-    def max_len(self) -> int:
-        return self.cache.max_len
-
-    def prefill(self, tokens: list[int]) -> np.ndarray:
-        n = _common_prefix(self.fed, tokens)
-        if n == len(tokens):  # need at least one fed token for its logits
-            n -= 1
-        self.rollback(n)
-        logits = llama.prefill(self.model, self.cache, tokens[n:], self.feats)
-        self.fed = list(tokens)
-        return logits.numpy()
-
-    def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
-        best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
-        logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best)
-        self.fed += tokens
-        return Scores(logits.numpy(), best.numpy())
-
-    def rollback(self, length: int) -> None:
-        self.cache.rollback(length)
-        del self.fed[length:]
-
-    def move(self, src: int, dst: int) -> None:
-        """Slot src's keys, values (and feature) become position dst's (a tree's
-        accepted sibling: its keys already carry dst's rotation)."""
-        self.cache.move(src, dst)
-        if self.feats is not None:
-            self.feats[dst] = self.feats[src]
-        self.fed[dst] = self.fed[src]
-
-
-class ModelProposer:
-    """Drafts K tokens autoregressively with a small model (greedy or sampled)."""
-
-    def __init__(self, model: llama.Transformer, sampling: SamplingParams, name: str = "") -> None:
-        self.name = name or f"draft:{model.args.name}"
-        self.target = ModelTarget(model)
-        self.sp = sampling
-        self.rng = np.random.default_rng(sampling.seed + 1)
-
-    def reset(self) -> None:
-        self.target.rollback(0)
-
-    def _pick(self, logits: np.ndarray) -> tuple[int, np.ndarray | None]:
-        if self.sp.greedy:
-            return int(logits.argmax()), None
-        p = probs(logits, self.sp)
-        return draw(p, float(self.rng.random())), p
-
-    def propose(self, context: list[int], k: int) -> Proposal:
-        if k <= 0 or len(context) + k > self.target.max_len:
-            return Proposal(tokens=[])
-        logits = self.target.prefill(context)  # feeds only what the cache lacks
-        tokens: list[int] = []
-        rows: list[np.ndarray] = []
-        for i in range(k):
-            t, p = self._pick(logits)
-            tokens.append(t)
-            if p is not None:
-                rows.append(p)
-            if i < k - 1:
-                logits = self.target.score([t]).logits[0]
-        return Proposal(tokens=tokens, probs=np.stack(rows) if rows else None)
 
 
 def gguf_path(name_or_path: str) -> Path:
@@ -161,6 +80,42 @@ class Engine:
     draft_cost: float = 0.0  # target decodes per drafted token (draft models: core.cost_k)
     # The EAGLE draft's reply store (core.replies), shared by every fork; None: none.
     replies: ReplyIndex | None = None
+    # Targets read and fill the model's process-wide prefix cache (share_prefix).
+    prefix_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.prefix_cache:
+            for t in self._targets():
+                t.prefixes = None
+
+    def _targets(self) -> list[ModelTarget]:
+        """The target's and a GGUF draft model's (its own KV cache over the same prompt)."""
+        out = [self.target]
+        p = self.proposer
+        if isinstance(p, HybridProposer):
+            p = p.draft
+        if isinstance(p, ModelProposer):
+            out.append(p.target)
+        return out
+
+    def share_prefix(self, tokens: list[int]) -> int:
+        """Keep ``tokens`` (e.g. the rendered system prompt) in the process-wide prefix
+        cache, computed on the first call per model and prefix (in this session's caches);
+        later sessions' prefills copy it from there. Returns the target tokens that
+        needed a model pass here."""
+        if not self.prefix_cache or not tokens:
+            return 0
+        n = self.target.share(tokens)
+        for t in self._targets()[1:]:
+            t.share(tokens)
+        return n
+
+    def feed(self, tokens: list[int], chunk: int) -> Iterator[int]:
+        """Prefill a prompt's all but last token, ``chunk`` tokens per model pass (the
+        draft model's cache too); a generator: one pass per ``next``. The decoder's own
+        prefill then runs only the last token; output is unchanged (``ModelTarget.feed``)."""
+        for t in self._targets():
+            yield from t.feed(tokens, chunk)
 
     def decoder(self) -> SpeculativeDecoder:
         # Behind prompt lookup a draft model's length is its proposer's own choice
@@ -177,14 +132,19 @@ class Engine:
             draft_cost=0.0 if hybrid else self.draft_cost,
         )
 
-    def fork(self, sampling: SamplingParams | None = None) -> Engine:
+    def fork(
+        self, sampling: SamplingParams | None = None, prefix_cache: bool | None = None
+    ) -> Engine:
         """Same weights, fresh caches (one per session)."""
         sp = sampling or self.sampling
         target, proposer = _session(
             self.model, self.drafter, sp, self.draft_model, self.eagle, self.draft_cost,
             self.replies,
         )  # fmt: skip
-        return replace(self, target=target, proposer=proposer, sampling=sp)
+        share = self.prefix_cache if prefix_cache is None else prefix_cache
+        return replace(  # __post_init__ detaches the new caches from the prefix cache if off
+            self, target=target, proposer=proposer, sampling=sp, prefix_cache=share
+        )
 
 
 def _session(
@@ -347,6 +307,7 @@ def load_engine(
     draft_weights: str = "int4",
     k_max: int = 0,
     reply_store: bool = True,
+    prefix_cache: bool = True,
 ) -> Engine:
     """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft") or a
     GGUF draft model's name/path sharing the tokenizer; "ngram+<either>": prompt
@@ -357,7 +318,8 @@ def load_engine(
     cost is paid K times per step. An EAGLE draft's weights are prepared once per
     process and target model (``shared_eagle``); each fork has its own caches.
     Behind prompt lookup an EAGLE draft's reply store drafts too (``shared_replies``),
-    unless ``reply_store`` is False.
+    unless ``reply_store`` is False. ``prefix_cache``: sessions share prompt prefixes'
+    keys and values (``Engine.share_prefix``).
     """
     from voicepipe.nn.draft_spec import is_eagle_draft
 
@@ -409,5 +371,5 @@ def load_engine(
         verify_cost = 1.0
     return Engine(
         m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle,
-        k_max or 8, verify_cost, draft_cost, replies,
+        k_max or 8, verify_cost, draft_cost, replies, prefix_cache,
     )  # fmt: skip

@@ -53,7 +53,7 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
         _clear_stale_lock(build_dir(ext) / "lock")
         return load(
             name=ext,
-            sources=[str(src)],
+            sources=[str(_staged(ext, main, headers))],
             extra_cflags=["-O3", "-march=native", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             verbose=False,
@@ -61,6 +61,25 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
     except Exception as e:  # no compiler / headers: the reference path still works
         warnings.warn(f"kernels/{main} not built ({e}); using the PyTorch reference", stacklevel=3)
         return None
+
+
+def _staged(ext: str, main: str, headers: tuple[str, ...]) -> Path:
+    """kernels/<main> copied (with its headers, same relative layout) to a folder named
+    after the extension, i.e. after the sources' hash: the build then names the same
+    source path whichever checkout asks for it. torch rebuilds an extension whose
+    recorded build command changed, and a source path from another checkout of the same
+    sources changes it: two checkouts would rebuild it in turn (a minute per start)."""
+    from torch.utils import cpp_extension
+
+    root = Path(cpp_extension.get_default_build_root()) / "voicepipe-src" / ext
+    for rel in (main, *headers):
+        dst = root / rel
+        if not dst.is_file():  # same name, same content: written once, atomically
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+            tmp.write_bytes((KERNELS_DIR / rel).read_bytes())
+            os.replace(tmp, dst)
+    return root / main
 
 
 def build_dir(ext: str) -> Path:

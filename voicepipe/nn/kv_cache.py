@@ -60,3 +60,21 @@ class KVCache:
 
     def reset(self) -> None:
         self.rollback(0)
+
+    def rows(self, start: int, end: int) -> torch.Tensor:
+        """A copy of every layer's keys and values at positions [start, end) (a prefix to
+        share with other caches of the same model: ``voicepipe.nn.prefix``)."""
+        if not 0 <= start <= end <= self.length:
+            raise ValueError(f"no positions [{start}, {end}) (cache holds {self.length})")
+        return self.kv[:, :, :, start:end].clone()
+
+    def put_rows(self, start: int, kv: torch.Tensor) -> None:
+        """Write rows (n_layer, 2, Hkv, T, D) at positions [start, start+T) right after what
+        the cache holds (start == length): as if those tokens had been fed."""
+        if start != self.length:
+            raise ValueError(f"rows must follow the cache's {self.length} positions, not {start}")
+        end = start + kv.shape[3]
+        if end > self.max_len:
+            raise CacheFull(f"KV cache full: {end} > {self.max_len} positions")
+        self.kv[:, :, :, start:end] = kv
+        self.length = end

@@ -13,18 +13,22 @@ Rejected speculative positions are removed with ``cache.rollback(n)``.
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from voicepipe.nn import fused
+from voicepipe.nn import fused, packed
 from voicepipe.nn.gguf import GGUFModel, ModelArgs
 from voicepipe.nn.gguf import load as load_gguf
 from voicepipe.nn.kv_cache import CacheFull, KVCache
 from voicepipe.nn.qlinear import Linear, act_dtype
+
+LINEARS = ("wqkv", "wo", "w13", "w2")  # a Layer's matrices
 
 
 @dataclass
@@ -45,14 +49,12 @@ class Transformer:
         max_len: int = 4096,
         kernels: bool = True,
         threads: int = 1,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
+        """Dequantize g's tensors and pack them into ``weights``' format (progress(i, n)
+        after each of the n layers: a 1.5B model takes about a minute here)."""
         a = g.args
-        self.args: ModelArgs = a
-        self.weights = weights
-        self.dtype = act_dtype(weights, kernels)
-        self.kernel = "q8gemm" if weights == "int8" and self.dtype == torch.float32 else "aten"
-        self.max_len = min(max_len, a.context_length)
-        self.metadata = g.metadata
+        self._setup(a, g.metadata, weights, max_len, kernels)
         t = g.tensors
         emb = t["token_embd.weight"]  # (V, dim) fp32
         self.embed = emb.to(self.dtype)
@@ -76,9 +78,25 @@ class Transformer:
                     w2=Linear(t[p + "ffn_down.weight"], None, weights, kernels),
                 )
             )
+            if progress is not None:
+                progress(i + 1, a.n_layer)
         self.norm = t["output_norm.weight"].to(self.dtype)
         head = emb if a.tied_embeddings else t["output.weight"]
         self.output = Linear(head, None, weights, kernels)  # dim → V
+        self._finish(kernels, threads)
+
+    def _setup(
+        self, a: ModelArgs, metadata: dict, weights: str, max_len: int, kernels: bool
+    ) -> None:
+        self.args: ModelArgs = a
+        self.weights = weights
+        self.dtype = act_dtype(weights, kernels)
+        self.kernel = "q8gemm" if weights == "int8" and self.dtype == torch.float32 else "aten"
+        self.max_len = min(max_len, a.context_length)
+        self.metadata = metadata
+
+    def _finish(self, kernels: bool, threads: int) -> None:
+        a = self.args
         # Interleaved RoPE as complex rotations: (Tmax, D/2) complex64.
         inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
         ang = torch.outer(torch.arange(self.max_len).float(), inv)
@@ -89,6 +107,67 @@ class Transformer:
         if self.fused is not None:
             self.kernel = "llama_step"
             self.fused.threads = threads  # 1 by default: see kernels/llama_step (threads_)
+
+    # ------------------------------------------------------------ packed state
+
+    def _linears(self) -> dict[str, Linear]:
+        out = {"output": self.output}
+        for i, ly in enumerate(self.layers):
+            for k in LINEARS:
+                out[f"layers.{i}.{k}"] = getattr(ly, k)
+        return out
+
+    def packed_state(self) -> tuple[dict[str, torch.Tensor], dict[str, list[int]]]:
+        """Every tensor the model runs on, by name, and each Linear's (out, in): what
+        ``from_packed`` needs to rebuild the model without the GGUF file."""
+        st = {"embed": self.embed, "norm": self.norm}
+        for i, ly in enumerate(self.layers):
+            st[f"layers.{i}.attn_norm"] = ly.attn_norm
+            st[f"layers.{i}.ffn_norm"] = ly.ffn_norm
+        shapes = {}
+        for name, lin in self._linears().items():
+            shapes[name] = [lin.out_features, lin.in_features]
+            st.update({f"{name}.{k}": v for k, v in lin.state().items()})
+        return st, shapes
+
+    @classmethod
+    def from_packed(
+        cls,
+        args: ModelArgs,
+        metadata: dict,
+        state: dict[str, torch.Tensor],
+        shapes: dict[str, list[int]],
+        weights: str,
+        max_len: int = 4096,
+        kernels: bool = True,
+        threads: int = 1,
+    ) -> Transformer:
+        """The model ``packed_state`` was taken from (its tensors used as given, e.g.
+        memory-mapped). KeyError if a tensor is missing."""
+        self = cls.__new__(cls)
+        self._setup(args, metadata, weights, max_len, kernels)
+
+        def lin(name: str) -> Linear:
+            pre = name + "."
+            sub = {k[len(pre) :]: v for k, v in state.items() if k.startswith(pre)}
+            if not sub:
+                raise KeyError(name)
+            out, inp = shapes[name]
+            return Linear.from_state(sub, (out, inp), weights, kernels)
+
+        self.embed = state["embed"]
+        self.norm = state["norm"]
+        self.layers = [
+            Layer(
+                attn_norm=state[f"layers.{i}.attn_norm"],
+                ffn_norm=state[f"layers.{i}.ffn_norm"],
+                **{k: lin(f"layers.{i}.{k}") for k in LINEARS},
+            )
+            for i in range(args.n_layer)
+        ]
+        self.output = lin("output")
+        self._finish(kernels, threads)
+        return self
 
     def new_cache(self, max_len: int | None = None) -> KVCache:
         a = self.args
@@ -110,14 +189,37 @@ def load(
     max_len: int = 4096,
     kernels: bool = True,
     threads: int = 1,
+    packed_cache: bool = True,
 ) -> tuple[Transformer, float]:
     """Load a GGUF model; returns (model, seconds taken).
 
     kernels=False: aten kernels only. threads: of the fused step (the per-op
-    path follows torch.set_num_threads).
+    path follows torch.set_num_threads). packed_cache: the packed weights come
+    from (and after a first load go to) the on-disk cache (``voicepipe.nn.packed``).
     """
     t0 = time.perf_counter()
-    model = Transformer(load_gguf(path), weights, max_len, kernels, threads)
+    path = Path(path)
+    cpath = None
+    if packed_cache and weights in packed.PACKED_FORMATS and packed.enabled() and path.is_file():
+        cpath = packed.cache_path(path, weights, kernels)
+        try:
+            model = packed.load(cpath, weights, max_len, kernels, threads)
+        except packed.PackedCacheError as e:
+            print(f"voicepipe: packed weights {cpath} unusable ({e}); rebuilding them",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            cpath.unlink(missing_ok=True)
+            model = None
+        if model is not None:
+            return model, time.perf_counter() - t0
+    g = load_gguf(path)
+    prog = packed.Progress(f"{path.name} into {weights}") if cpath is not None else None
+    model = Transformer(g, weights, max_len, kernels, threads, progress=prog)
+    if cpath is not None and prog is not None:
+        try:
+            packed.save(cpath, model)
+            prog.note(f"packed weights cached in {cpath} (later loads map them)")
+        except OSError as e:  # a full or read-only disk: run without the cache
+            prog.note(f"packed weights not cached ({e})")
     return model, time.perf_counter() - t0
 
 

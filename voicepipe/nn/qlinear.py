@@ -100,6 +100,39 @@ class Linear:
             self._first_call if self.q4 is not None else self._pick()
         )
 
+    # What ``state`` saves and ``from_state`` restores: every packed tensor a format
+    # has (int4's aten packing only if it was built), nothing derived from them.
+    _STATE = ("w", "scale", "scales_zeros", "bias")
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """The packed tensors, for the on-disk cache of packed weights (voicepipe.nn.packed)."""
+        out = {k: getattr(self, k) for k in self._STATE if getattr(self, k, None) is not None}
+        if self.q4 is not None:
+            out["q4.nib"], out["q4.d"], out["q4.m"] = self.q4
+        return out
+
+    @classmethod
+    def from_state(
+        cls,
+        st: dict[str, torch.Tensor],
+        shape: tuple[int, int],
+        weights: str,
+        kernels: bool = True,
+    ) -> Linear:
+        """The Linear ``state()`` was taken from, without re-quantizing: the same tensors
+        (e.g. memory-mapped from the cache file), packed on the same machine set-up."""
+        self = cls.__new__(cls)
+        self.weights = weights
+        self.out_features, self.in_features = shape
+        self.q8 = q8gemm() if weights == "int8" and kernels else None
+        self.bias = None
+        for k in cls._STATE:
+            if k in st:
+                setattr(self, k, st[k])
+        self.q4 = (st["q4.nib"], st["q4.d"], st["q4.m"]) if "q4.nib" in st else None
+        self.fn = self._first_call if self.q4 is not None else self._pick()
+        return self
+
     def _aten_int4(self) -> None:
         """Build aten's int4 packing once, from the q4 pack (its groups are the same 4-bit grid)."""
         if not hasattr(self, "scales_zeros"):

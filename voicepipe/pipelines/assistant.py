@@ -17,6 +17,10 @@ client (or the server, from playback reports) closes ``e2e.voice_to_voice``.
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
+
 from voicepipe.config import Config
 from voicepipe.pipelines import SessionInfo
 from voicepipe.stage import Stage
@@ -37,16 +41,30 @@ def preload(cfg: Config) -> None:
 
     The codec-LM TTS weights (LM, draft, durations, codebooks, vocoder) load into
     the process-wide share every session's TTS stage uses, and the warm-up runs
-    the vocoder's streaming shapes once for the whole process."""
+    the vocoder's streaming shapes once for the whole process. The LLM's packed
+    weights come from their on-disk cache after the first start (voicepipe/nn/packed.py),
+    and its system prompt's keys and values go into the prefix cache, so the first
+    session copies them too. Each step says on stderr what it loads and how long it took
+    (stdout's first line stays the URL line)."""
     from voicepipe.nn.asr import WhisperAsr
     from voicepipe.stages.llm import engine_for
     from voicepipe.stages.tts import make_backend
 
-    WhisperAsr.from_config(cfg)
-    engine_for(cfg)
+    _loading(f"ASR {cfg.asr.model}", lambda: WhisperAsr.from_config(cfg))
+    c = cfg.llm
+    _loading(f"LLM {c.model} ({c.weights}, drafter {c.drafter})", lambda: engine_for(cfg))
     if cfg.tts.backend == "codec-lm":
         from voicepipe.nn.codec_tts import CodecLMTTS
 
-        CodecLMTTS.shared(cfg).warm_up()
-    else:
-        make_backend(cfg)  # hibari: loads its ONNX session and warms the file cache
+        _loading(f"TTS codec-lm ({cfg.codec.model}, {cfg.codec.vocoder})",
+                 lambda: CodecLMTTS.shared(cfg).warm_up())  # fmt: skip
+    else:  # hibari: loads its ONNX session and warms the file cache
+        _loading(f"TTS {cfg.tts.backend}", lambda: make_backend(cfg))
+
+
+def _loading(what: str, load: Callable[[], object]) -> None:
+    print(f"voicepipe: loading {what} …", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    load()
+    print(f"voicepipe: {what.split(' (')[0]} ready ({time.perf_counter() - t0:.1f} s)",
+          file=sys.stderr, flush=True)  # fmt: skip

@@ -6,7 +6,14 @@
 
 Each session keeps its own conversation and KV cache (the weights are shared
 by every session in the process); a new turn only prefills what the cache
-does not already hold. On ``Interrupt`` the base Stage cancels the reply
+does not already hold (the previous prompt and the reply generated to it stay
+there), a new session copies the rendered system prompt's keys and values from
+a process-wide prefix cache (``llm.prefix_cache``, voicepipe/nn/prefix.py),
+and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop.
+``llm.ttft`` says where the prompt's tokens came from: ``prefilled`` (run
+through the model this turn, in ``prefill_chunks`` chunked passes plus the
+decoder's last token), ``shared`` (prefix cache), ``reused`` (session cache).
+On ``Interrupt`` the base Stage cancels the reply
 task; the step running in its thread finishes (tens of ms) and nothing more
 is generated. The conversation then keeps only the text that had already
 been handed to the TTS — the rest was never spoken.
@@ -80,9 +87,26 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     # per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
     base = load_engine(
         c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
-        reply_store=c.reply_store,
+        reply_store=c.reply_store, prefix_cache=c.prefix_cache,
     )  # fmt: skip
-    return base.fork()
+    eng = base.fork()
+    # The first session of the process (or the server's preload) computes the system
+    # prompt's keys and values; every later one copies them.
+    eng.share_prefix(system_prefix(eng.tokenizer, c.system_prompt))
+    return eng
+
+
+def system_prefix(tokenizer, system_prompt: str) -> list[int]:  # noqa: ANN001 (ChatTokenizer)
+    """The tokens every prompt of a conversation starts with: the rendered system prompt
+    and whatever the chat template puts before the user's words. Found as the common
+    prefix of two renders that differ only in those words, so a template that renders
+    its turns unusually shares what is really common and no more."""
+    from voicepipe.nn.target import _common_prefix
+
+    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    a = tokenizer.chat_ids([*head, {"role": "user", "content": "Hello."}])
+    b = tokenizer.chat_ids([*head, {"role": "user", "content": "2"}])
+    return a[: _common_prefix(a, b)]
 
 
 @dataclass
@@ -166,6 +190,14 @@ class LlmStage(Stage):
     async def start(self) -> None:
         if self.engine is None:
             self.engine = await asyncio.to_thread(engine_for, self.cfg)
+        elif hasattr(self.engine, "share_prefix"):  # an engine given: its caches may be cold
+            await asyncio.to_thread(self._share_prefix)
+
+    def _share_prefix(self) -> None:
+        eng = self.engine
+        sys_prompt = self.messages[0]["content"] if self.messages else ""
+        with self._lock:
+            eng.share_prefix(system_prefix(eng.tokenizer, sys_prompt))  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
         if self._tentative is not None:
@@ -277,6 +309,20 @@ class LlmStage(Stage):
         await self._generate(r)
         return " ".join(r.spoken)
 
+    async def _prefill(self, ids: list[int]) -> int:
+        """Prefill what the caches lack of the prompt, ``llm.prefill_chunk`` tokens per thread
+        hop, so a long prompt is many short steps: other sessions' steps get the worker
+        threads and the cores in between, and an Interrupt stops it after the current
+        chunk. Returns the model passes run (the decoder's own prefill then runs one token)."""
+        chunk = self.cfg.llm.prefill_chunk
+        if chunk <= 0 or not hasattr(self.engine, "feed"):
+            return 0
+        gen = self.engine.feed(ids, chunk)  # type: ignore[attr-defined]
+        n = 0
+        while await asyncio.to_thread(self._step, gen) is not _DONE:
+            n += 1
+        return n
+
     async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
         attrs["preempt"] = r.preempt
         if r.preempt == "kept":
@@ -292,6 +338,9 @@ class LlmStage(Stage):
         assert eng is not None
         turn = r.turn
         ids = self._prompt(r.text)
+        target = getattr(eng, "target", None)
+        counts0 = (getattr(target, "prefilled", 0), getattr(target, "shared", 0))
+        chunks = await self._prefill(ids)
         dec = eng.decoder()  # type: ignore[attr-defined]
         stop = eng.tokenizer.stop_ids  # type: ignore[attr-defined]
         gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
@@ -310,7 +359,15 @@ class LlmStage(Stage):
                 n_tokens += len(step)
                 if not first_tok_ns:
                     first_tok_ns = t
-                    await self._span(r, "llm.ttft", r.request_ns, t, prompt_tokens=len(ids))
+                    prefilled = getattr(target, "prefilled", 0) - counts0[0]
+                    shared = getattr(target, "shared", 0) - counts0[1]
+                    await self._span(
+                        r, "llm.ttft", r.request_ns, t, prompt_tokens=len(ids),
+                        prefilled=prefilled,  # run through the model for this turn
+                        shared=shared,  # copied from the process-wide prefix cache
+                        reused=len(ids) - prefilled - shared,  # held by the session's cache
+                        prefill_chunks=chunks,
+                    )  # fmt: skip
                 last_tok_ns = t
                 delta = "".join(stream.push(tok) for tok in step)
                 if not delta:
