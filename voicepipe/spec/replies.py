@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voicepipe.core.spec import Proposal
+from voicepipe.spec.types import Proposal
 
 END = -1  # no token: before a record's first token, after its last
 WORD = 4  # keys per packed word: token + 1 in 16 bits each (END packs as 0, sorting first)

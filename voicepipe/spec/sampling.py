@@ -3,7 +3,7 @@
 numpy only (no torch), so the speculation core can use it: the exact
 acceptance rule needs the *processed* distributions of draft and target
 (after temperature / top-k / top-p), and the same uniforms that pick a token
-here feed ``voicepipe.core.accept``.
+here feed ``voicepipe.spec.accept``.
 """
 
 from __future__ import annotations
