@@ -115,9 +115,8 @@ class LlmConfig:
 @dataclass(frozen=True)
 class TtsConfig:
     backend: str = "codec-lm"  # codec-lm | hibari
-    # Top-k tolerance (k = 3) on a greedy target: 2.2x faster LM decoding than plain AR
-    # (target passes 21.5 → 2.9 per audio second) at 6.6 % WER (greedy: 7.8 %), the best
-    # trade-off measured (docs/BENCHMARKS.md, bench tts).
+    # Top-k tolerance (k = 3) on a greedy target: the best speed / round-trip WER trade-off
+    # measured (docs/BENCHMARKS.md, text to speech).
     rule: str = "topk"  # greedy | exact | relaxed | topk | acoustic
     beta: float = 0.2  # tolerance of the relaxed and acoustic rules
     top_k: int = 3  # tolerance of the topk rule

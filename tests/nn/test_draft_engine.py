@@ -220,7 +220,7 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
             scores = hr @ rows.T
             # A flip within the int4/int8 noise: over 4 prompts × 8 steps the fused pick
             # trailed the reference's top score by up to 0.37 std (old and new q4 kernels;
-            # a one-off probe, session 4).
+            # a one-off probe, 2026-11-22, with the block-major int4 layout).
             rf, pf = gf.row, gf.conf
             assert float(scores.max() - scores[rf]) <= 0.5 * float(scores.std()), i
             # The draft's confidence: the softmax probability of its pick under its head,

@@ -11,15 +11,16 @@ decodes), and replays each drafting policy over the sites
 (``spec.replay``): the passes it would run, their cost, the speedup.
 
 Policies: ``ngram`` / ``eagle`` / ``hybrid`` as the engine builds them
-(``load_engine``'s K, caps and thresholds); ``*_session2``: the rules before
-session 3 (prompt lookup: up to K tokens whatever its match, 2-grams up,
-pausing below 0.5 accepted per pass; the EAGLE draft: always 2 guesses; the
-hybrid: lookup from 3-token matches); ``eagle_k3_always`` and
+(``load_engine``'s K, caps and thresholds); the engine's first rules:
+``ngram_uncapped`` (prompt lookup: up to K tokens whatever its match, 2-grams
+up, pausing below 0.5 accepted per pass), ``eagle_k2_always`` (the EAGLE
+draft: always 2 guesses) and ``hybrid_uncapped_k2`` (both, lookup from
+3-token matches); ``eagle_k3_always`` and
 ``hybrid_lookup_from_3``, ``eagle_path_*`` / ``hybrid_path_*`` (the
 draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
 ``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of EAGLE_K),
 ``eagle_tree_*`` / ``hybrid_tree_*`` (other runner-up thresholds than
-EAGLE_ALT_MIN, or the second likeliest only): one setting of today's rule
+EAGLE_ALT_MIN, or the second likeliest only): one setting of the engine's rule
 changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
 (a draft tree); ``*_chain`` leaves them out. ``hybrid`` also drafts from the
 draft's reply store (spec.replies) where lookup has no match, as the engine
@@ -27,7 +28,7 @@ does, and in place of a short lookup match where the store is sure;
 ``hybrid_no_store`` never drafts from the store, ``hybrid_lookup_first``
 never in place of lookup, ``hybrid_store_min_n_*`` / ``hybrid_store_path_*``
 move its thresholds. Lookup is
-traced with max_n 8, so the session-2 rows (max_n 4) may match a longer
+traced with max_n 8, so the first rules' rows (max_n 4) may match a longer
 n-gram than that rule did. ``first_guess``: how often each drafter's first
 guess is right, by lookup's match order, by the draft's confidence and by
 the share of the store's occurrences behind its first token.
@@ -171,20 +172,20 @@ def run(args: argparse.Namespace) -> int:
         return R.hybrid(look, draft, min_n, replies, first_order, E.STORE_FIRST_SHARE)
 
     hyb = ctl(E.HYBRID_K_MAX)
-    chain = R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)  # without the runner-ups (before session 9)
+    chain = R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)  # a chain: no runner-ups (before draft trees)
     policies = {
         "ngram": (R.ngram(), ctl(8)),
-        "ngram_session2": (R.ngram(min_n=2, cap_by_order=False), ctl(8, 1.5)),
+        "ngram_uncapped": (R.ngram(min_n=2, cap_by_order=False), ctl(8, 1.5)),
         "eagle": (tree(), ctl(E.EAGLE_K)),
         "eagle_chain": (chain, ctl(E.EAGLE_K)),
-        "eagle_session2": (R.eagle(2), ctl(2)),
+        "eagle_k2_always": (R.eagle(2), ctl(2)),
         "eagle_k3_always": (tree(3, 0.0), ctl(3)),
         "hybrid": (behind_lookup(tree()), hyb),
         "hybrid_no_store": (behind_lookup(tree(), replies=None), hyb),
         "hybrid_lookup_first": (behind_lookup(tree(), first_order=0), hyb),  # store after lookup
         "hybrid_chain": (behind_lookup(chain), hyb),
         "hybrid_lookup_from_3": (behind_lookup(tree(), 3), hyb),
-        "hybrid_session2": (R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3), hyb),
+        "hybrid_uncapped_k2": (R.hybrid(R.ngram(min_n=3, cap_by_order=False), R.eagle(2), 3), hyb),
         # A fourth guess (traced up to 4) when the draft is sure of all of them.
         "eagle_k4": (tree(4), ctl(4)),
         "hybrid_k4": (behind_lookup(tree(4)), hyb),

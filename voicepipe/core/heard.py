@@ -24,6 +24,10 @@ class SpokenReply:
     # Per chunk, a weight per word of text.split() (None: all words alike).
     weights: list[list[float] | None] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # Chunks given at construction weigh their words alike.
+        self.weights += [None] * (len(self.chunks) - len(self.weights))
+
     def add(self, text: str, seconds: float, weights: list[float] | None = None) -> None:
         if weights is not None and (len(weights) != len(text.split()) or sum(weights) <= 0):
             weights = None  # nothing to go by: spread evenly

@@ -195,15 +195,17 @@ class EagleProposer:
     The runner's weights are shared; this proposer owns the draft's KV cache.
     It drafts one more token only while the draft's probability of its
     proposal so far (the product of its tokens' probabilities) is at least
-    ``min_path``: the draft is well calibrated (first guesses it gave < 0.1
-    were right 11 % of the time, ≥ 0.8 96 %: bench replay), so a guess after an unsure one
-    would mostly cost a draft step and a verify row for nothing.
+    ``min_path``: the draft is well calibrated (how often its first guess is
+    right, by its confidence: bench replay's ``first_guess``, docs/BENCHMARKS.md),
+    so a guess after an unsure one would mostly cost a draft step and a verify
+    row for nothing.
 
     With ``alt_min`` (and a target that scores trees), each guess's runner-ups
     are proposed as sibling leaves where the draft's probability of one (the
     guesses before it, then the runner-up) is at least alt_min: a verify row
     but no draft step, since the same head read gave it. Where the first guess
-    is wrong the second likeliest is right a third of the time (bench replay).
+    is wrong the second likeliest is often right (bench replay; docs/BENCHMARKS.md,
+    draft trees).
     """
 
     def __init__(

@@ -10,7 +10,7 @@ Draft length for drafters whose every drafted token costs a real fraction of a t
 
 A draft *model* (e.g. Qwen2.5-Coder 0.5B for the 1.5B) pays one of its own
 decode steps per drafted token: about its share of the target's weight bytes
-(0.35 for that pair, measured 26 ms against 77 ms). AdaptiveK's grow-on-success
+(about a third for that pair: docs/BENCHMARKS.md, cost-aware K). AdaptiveK's grow-on-success
 rule ignores that price and drafted 2-4 tokens where the second was accepted
 under half the time, each costing a third of a target step.
 
@@ -115,10 +115,10 @@ class AdaptiveK:
 
 
 class CostAwareK:
-    """row_cost: an extra verified row in target decodes. 0.07 is what bench llm's
-    verify_cost shows on the fused kernel up to 6 rows (1.5B target: 1.07 / 1.13 /
-    1.26 at 2 / 3 / 5 rows); 7-9 rows cost more than the line says, which only
-    makes this choose long drafts a little too readily on text that copies."""
+    """row_cost: an extra verified row in target decodes, read off bench llm's
+    verify_cost for the fused kernel up to 6 rows (docs/BENCHMARKS.md); 7-9 rows
+    cost more than the line says, which only makes this choose long drafts a
+    little too readily on text that copies."""
 
     def __init__(
         self,

@@ -16,14 +16,12 @@ class NgramProposer:
 
     It proposes at most as many tokens as the n-gram it matched: a continuation
     is trusted about as far as the context that found it. In the default
-    model's replies (``voicepipe bench replay``) an order-1 match's first token
-    is right 21-33 % of the time, an order-5+ match's 86-93 %; and a pass over
-    2 rows costs little more than one over 1 row (the step is memory-bound),
-    so even a 1-gram's single guess pays, while 8 guesses after a 2-gram waste
-    a pass that costs twice a decode or more. Replayed, the cap (with max_n
-    4 → 8, min_n 2 → 1, no pausing) took prompt lookup from 1.75× to 1.86× on
-    bench llm's grounded prompts and from 1.21× to 1.27× on 40 held-out
-    assistant prompts.
+    model's replies a short match's first token is seldom right and a long
+    one's nearly always (``voicepipe bench replay``'s ``first_guess``); and a
+    pass over 2 rows costs little more than one over 1 row (the step is
+    memory-bound), so even a 1-gram's single guess pays, while many guesses
+    after a 2-gram waste a pass that costs twice a decode or more. The replayed
+    gain of this cap: docs/BENCHMARKS.md, LLM section (order-capped prompt lookup).
     """
 
     name = "ngram"

@@ -12,7 +12,7 @@ noise on the input features, and with --depths N > 1 training-time test
 (EAGLE-3): every row is also drafted 2..N tokens deep, each depth fed the
 one before's predictions and attending exactly as the cached decode does
 (``EagleDraft.unroll``); the k-th drafted token's loss is weighted
-w^(k-1), w = --depth-weight; N times the cost per step. (Session 3's
+w^(k-1), w = --depth-weight; N times the cost per step. (An earlier
 --self-feed, a causal pass over a half-and-half mix of true and predicted
 features, attended to predicted rows the decode never sees and gained
 nothing; it is gone.)
@@ -33,7 +33,8 @@ the recent pool, without the replies to the held-out shards' prompts.
 Resumable: runs/draft/last.pt (model + optimizer + step); best.pt is kept
 by held-out first-guess agreement on the --val-shard shards (the engine
 drafts past the first guess only when the draft is sure, so the first guess
-decides most passes: session 8 raised the deeper ones and gained nothing);
+decides most passes: training-time test raised the deeper ones and gained nothing,
+see models/smollm2-draft/README.md);
 log.jsonl has one line per logging interval (``evaluate``: agreement 1, 2
 and 3 tokens deep). New gen shards are picked up while training runs.
 """
@@ -371,8 +372,9 @@ def evaluate(  # noqa: ANN001
     - val_c2 / val_c3: the second / third drafted token, where the ones before
       it were right (conditional acceptance at that depth);
     - val_tokens: 1 + p1 + p1·c2 + p1·c2·c3, what a pass drafting 3 tokens yields.
-    (Before session 8, val_c2 fed a causal pass the shifted predictions, an
-    approximation, and val_top1_sf was logged.)
+    (The logs of the runs before the training-time test, in models/smollm2-draft/,
+    have an older val_c2: a causal pass fed the shifted predictions, an approximation;
+    and they log val_top1_sf.)
     """
     hits = [0] * EVAL_DEPTHS
     n = [0] * EVAL_DEPTHS

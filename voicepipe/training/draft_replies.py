@@ -8,7 +8,7 @@ replies are what serving says; replies sampled at 0.7-0.8 (``--more-data``)
 word most things the same way and reach phrasings greedy decoding takes after
 other contexts. The store drafts only where most occurrences agree, and
 replayed on the held-out prompts the sampled replies added ~3 % to the speedup
-(docs/BENCHMARKS.md, session 10).
+(docs/BENCHMARKS.md, LLM drafting, "the reply store").
 """
 
 from __future__ import annotations
