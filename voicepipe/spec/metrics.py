@@ -72,7 +72,10 @@ class SpecMetrics:
         for name in ("time_propose_ns", "time_score_ns", "time_verify_ns"):
             setattr(self, name, getattr(self, name) + getattr(o, name))
         n = max(len(self.by_pos_drafted), len(o.by_pos_drafted))
-        pad = lambda xs: xs + [0] * (n - len(xs))  # noqa: E731
+
+        def pad(xs: list[int]) -> list[int]:
+            return xs + [0] * (n - len(xs))
+
         self.by_pos_drafted = [
             a + b for a, b in zip(pad(self.by_pos_drafted), pad(o.by_pos_drafted), strict=True)
         ]

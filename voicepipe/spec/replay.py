@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from voicepipe.spec.adaptive import AdaptiveK
 
@@ -217,7 +217,7 @@ def replay(
 CONF_EDGES = (0.1, 0.4, 0.8)  # draft-confidence buckets: <0.1, 0.1-0.4, 0.4-0.8, >=0.8
 
 
-def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[float]]]:
+def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, Any]:
     """How often each drafter's first guess is right: prompt lookup by the order of
     its match (1, 2, 3, 4, 5+), the EAGLE draft by its own probability of the guess
     (CONF_EDGES buckets). Each entry is [sites, share right]. And where the draft's

@@ -33,7 +33,8 @@ NAMES = ("greedy", "exact", "relaxed", "topk", "acoustic")
 
 
 class Rule(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def verify(self, drafts: list[int], p: np.ndarray | None, scores: Scores,
                rng: np.random.Generator) -> accept.Accept:
