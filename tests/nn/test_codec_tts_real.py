@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from voicepipe import config
-from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions
+from voicepipe.config import TtsConfig
+from voicepipe.nn.codec_tts import CodecLMTTS
 
 
 @pytest.fixture(scope="module")
@@ -16,8 +17,8 @@ def tts() -> CodecLMTTS:
 
 def test_greedy_speculation_matches_plain_ar_on_the_real_model(tts: CodecLMTTS) -> None:
     text = "Sure! The capital of France is Paris."
-    ar, st_ar, _ = tts.decode_codes(text, SynthOptions(rule="ar"))
-    spec, st, _ = tts.decode_codes(text, SynthOptions(rule="greedy", spec_k=4))
+    ar, st_ar, _ = tts.decode_codes(text, TtsConfig(rule="ar"))
+    spec, st, _ = tts.decode_codes(text, TtsConfig(rule="greedy", spec_k=4))
     np.testing.assert_array_equal(spec, ar)
     assert ar.shape[1] == tts.m.target.args.n_q and 30 < len(ar) < 80  # ~2 s of frames
     assert st["target_passes"] < st_ar["target_passes"] == len(ar)
@@ -25,7 +26,7 @@ def test_greedy_speculation_matches_plain_ar_on_the_real_model(tts: CodecLMTTS) 
 
 
 def test_streamed_audio_is_speech_length_and_finite(tts: CodecLMTTS) -> None:
-    res = tts.synth("Hello there.", SynthOptions(rule="relaxed", beta=0.2, temperature=0.7))
+    res = tts.synth("Hello there.", TtsConfig(rule="relaxed", beta=0.2, temperature=0.7))
     assert 0.4 < res.audio_s < 2.5
     assert np.isfinite(res.audio).all() and 0.01 < float(np.abs(res.audio).max()) <= 1.0
     assert res.stats["frames"] * 1024 == len(res.audio)
@@ -38,7 +39,7 @@ def _snr(ref: np.ndarray, test: np.ndarray) -> float:
 
 def test_streamed_synthesis_equals_whole_utterance_decoding(tts: CodecLMTTS) -> None:
     text = "Your meeting with Anna starts at half past three."
-    opts = SynthOptions(rule="greedy")
+    opts = TtsConfig(rule="greedy")
     codes, _, _ = tts.decode_codes(text, opts)
     whole = tts.codec.decode(codes[:, : tts.codec.q]).numpy()
     res = tts.synth(text, opts)  # first chunk 4 frames, then chunk_frames, tail in pieces
@@ -50,7 +51,7 @@ def test_sessions_share_weights_and_do_not_disturb_each_other() -> None:
     cfg = config.Config()
     a, b = CodecLMTTS.shared(cfg), CodecLMTTS.shared(cfg)
     assert a is not b and a.m is b.m and a.codec is b.codec  # one copy of the weights
-    opts = SynthOptions(rule="topk", top_k=3)
+    opts = TtsConfig(rule="topk", top_k=3)
     ta, tb = "Sure, I can help with that.", "It is sunny and twelve degrees."
     alone_a = np.concatenate(list(a.stream(ta, opts)))
     alone_b = np.concatenate(list(b.stream(tb, opts)))
@@ -87,7 +88,8 @@ def test_stream_pushes_only_fixed_widths(tts: CodecLMTTS, monkeypatch) -> None:
         return dec
 
     monkeypatch.setattr(tts.codec, "stream_decoder", recording)
-    res = tts.synth("Let me check the calendar for tomorrow morning.", SynthOptions())
+    greedy = TtsConfig(rule="greedy", beta=0.0)
+    res = tts.synth("Let me check the calendar for tomorrow morning.", greedy)
     assert sum(sizes) * 1024 == len(res.audio) == res.stats["frames"] * 1024
     assert sizes[0] == tts.first_frames
     tail = sizes[1:]

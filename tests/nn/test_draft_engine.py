@@ -34,8 +34,8 @@ def _ids(eng, q: str) -> list[int]:
 
 
 def _plain(eng, ids: list[int], n: int) -> list[int]:
-    from voicepipe.core.spec import SpeculativeDecoder
     from voicepipe.nn.engine import ModelTarget
+    from voicepipe.spec.loop import SpeculativeDecoder
 
     dec = SpeculativeDecoder(ModelTarget(eng.model, 512), None)
     return [t for s in dec.generate(ids, n, set(eng.tokenizer.stop_ids)) for t in s]
@@ -101,7 +101,7 @@ def test_siblings_fit_in_the_targets_cache(engine) -> None:
 def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -> None:
     from dataclasses import replace
 
-    from voicepipe.core.spec import SpecMetrics
+    from voicepipe.spec.metrics import SpecMetrics
 
     eng = replace(engine.fork(), k=k, adaptive=adaptive, k_max=max(k, engine.k_max))
     stop = set(eng.tokenizer.stop_ids)
@@ -120,8 +120,8 @@ def test_engine_speculation_is_token_identical(engine, k: int, adaptive: bool) -
 
 
 def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
-    from voicepipe.core.hybrid import HybridProposer
     from voicepipe.nn.engine import load_engine
+    from voicepipe.spec.hybrid import HybridProposer
 
     eng = load_engine(
         "smollm2-135m", "int4", "ngram+smollm2-draft", k=3, adaptive=False, max_len=512

@@ -140,10 +140,11 @@ def target():
 
 
 def test_committed_draft_is_exact_and_accepts(target) -> None:
-    from voicepipe.core.spec import SpecMetrics, SpeculativeDecoder
     from voicepipe.nn.draft_spec import attach, load_draft
     from voicepipe.nn.engine import ModelTarget
-    from voicepipe.nn.sampling import SamplingParams
+    from voicepipe.spec.loop import SpeculativeDecoder
+    from voicepipe.spec.metrics import SpecMetrics
+    from voicepipe.spec.sampling import SamplingParams
 
     m, tok = target
     stop = set(tok.stop_ids)

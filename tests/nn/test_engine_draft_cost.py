@@ -1,4 +1,4 @@
-"""A GGUF draft model in the engine is priced per drafted token (core.cost_k)."""
+"""A GGUF draft model in the engine is priced per drafted token (spec.adaptive)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def test_a_draft_as_costly_as_the_target_is_not_used_and_changes_nothing() -> No
 
 
 def test_prompt_lookup_in_front_of_a_draft_model() -> None:
-    from voicepipe.core.hybrid import HybridProposer
     from voicepipe.nn.engine import load_engine
+    from voicepipe.spec.hybrid import HybridProposer
 
     # "ngram+<GGUF model>": lookups where the context has a 2-token match, the model
     # elsewhere, priced by its own CostAwareK (here it never pays: it is the target).

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from tests.core.test_accept import chi2, chi2_critical
-from voicepipe.core import accept
-from voicepipe.core.ngram import NgramProposer
-from voicepipe.core.spec import SpeculativeDecoder
+from tests.spec.test_accept import chi2, chi2_critical
 from voicepipe.nn import fused, kernels, llama
 from voicepipe.nn.engine import ModelProposer, ModelTarget, gguf_path
-from voicepipe.nn.sampling import SamplingParams, probs
 from voicepipe.nn.tokenizer import ChatTokenizer
+from voicepipe.spec import accept
+from voicepipe.spec.loop import SpeculativeDecoder
+from voicepipe.spec.ngram import NgramProposer
+from voicepipe.spec.sampling import SamplingParams, probs
 
 PROMPTS = [
     "The capital of France is",

@@ -16,9 +16,9 @@ def target():
 
 
 def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
-    from voicepipe.core.spec import SpeculativeDecoder
     from voicepipe.nn.draft_spec import FeatureTarget
     from voicepipe.nn.engine import ModelTarget
+    from voicepipe.spec.loop import SpeculativeDecoder
     from voicepipe.training.draft import chat
     from voicepipe.training.draft_gen import generate_one
 

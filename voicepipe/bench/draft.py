@@ -13,7 +13,7 @@ Columns per drafter: ``speedup`` = plain decode time / drafter decode time
 (both measured from the call to the last token, prefill included, summed over
 prompts); ``speedup_decode``: the same over the decode phase only (first token to
 last: the prompt's prefill is the same work with or without a drafter);
-``tok_s``; acceptance counters of ``core.spec.SpecMetrics``
+``tok_s``; acceptance counters of ``spec.metrics.SpecMetrics``
 (acceptance by draft position, mean accepted length = tokens per verifying
 pass, time in propose / score / verify; siblings verified and taken);
 ``vocab_coverage`` = share of the plain replies' tokens inside the draft's
@@ -21,7 +21,7 @@ reduced vocabulary; for a hybrid, ``ngram_steps`` / ``store_steps``: passes
 drafted by prompt lookup / the reply store. ``--siblings 0.05,off`` runs each
 EAGLE drafter once per runner-up threshold (rows "<drafter> siblings=<value>"),
 to weigh the draft tree against the chain in one run; ``--store on,off`` once
-with and once without the draft's reply store (core.replies).
+with and once without the draft's reply store (spec.replies).
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe.bench.llm import _cpu
-    from voicepipe.core.hybrid import HybridProposer
-    from voicepipe.core.ngram import NgramProposer
-    from voicepipe.core.spec import SpecMetrics, SpeculativeDecoder
     from voicepipe.nn import engine as E
-    from voicepipe.nn.sampling import SamplingParams
     from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.spec.hybrid import HybridProposer
+    from voicepipe.spec.loop import SpeculativeDecoder
+    from voicepipe.spec.metrics import SpecMetrics
+    from voicepipe.spec.ngram import NgramProposer
+    from voicepipe.spec.sampling import SamplingParams
     from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
 
     cfg = args.config.llm
@@ -207,8 +208,8 @@ def _stores(spec: str) -> list[bool]:
 
 
 def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
-    """The decoder without its hybrid's reply store when not on (core.replies)."""
-    from voicepipe.core.hybrid import HybridProposer
+    """The decoder without its hybrid's reply store when not on (spec.replies)."""
+    from voicepipe.spec.hybrid import HybridProposer
 
     if not on and isinstance(dec.proposer, HybridProposer):
         dec.proposer.store = None
@@ -217,8 +218,8 @@ def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
 
 def _with_siblings(dec, alt: float | None):  # noqa: ANN001, ANN202
     """The decoder with its EAGLE proposer's runner-up threshold set to alt."""
-    from voicepipe.core.hybrid import HybridProposer
     from voicepipe.nn.draft_spec import EagleProposer
+    from voicepipe.spec.hybrid import HybridProposer
 
     p = dec.proposer
     p = p.draft if isinstance(p, HybridProposer) else p
@@ -273,7 +274,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--store",
         default="",
         help="with --engine: 'on,off' runs each drafter with and without the draft's reply "
-        "store (core.replies) behind prompt lookup, one row each (default: as the engine)",
+        "store (spec.replies) behind prompt lookup, one row each (default: as the engine)",
     )
     p.add_argument("--weights", default="", help="target weight format (default: config llm)")
     p.add_argument("--max-new", type=int, default=0, help="reply cap (default: config llm)")

@@ -220,8 +220,8 @@ def verify_costs(m, ids: list[int], passes: int = 12) -> dict:  # noqa: ANN001 (
 def drafter_rows(
     model: str, drafter: str, weights: str, k: int, sets: dict, n: int, repeats: int
 ) -> list[dict]:
-    from voicepipe.core.spec import SpecMetrics
     from voicepipe.nn.engine import load_engine
+    from voicepipe.spec.metrics import SpecMetrics
 
     eng = load_engine(model, weights, drafter, k=k, adaptive=True)
     rows = []
@@ -323,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
                 out["models"].append(model_row(name, cfg.llm.weights, n_pair, 1))
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
             out["drafters"] += drafter_rows(tgt, drf, cfg.llm.weights, k, pair_sets, n_pair, 1)
-            # The same draft behind prompt lookup (core.hybrid).
+            # The same draft behind prompt lookup (spec.hybrid).
             out["drafters"] += drafter_rows(
                 tgt, f"ngram+{drf}", cfg.llm.weights, k, pair_sets, n_pair, 1
             )

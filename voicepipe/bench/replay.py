@@ -5,10 +5,10 @@ position of it each drafter's proposal is fixed (prompt lookup reads the
 context; the EAGLE draft reads the target's features of it). This bench
 decodes each prompt's greedy reply once, records at every position what
 prompt lookup and the EAGLE draft would propose and how many tokens of it the
-reply confirms (``core.spec_replay.Site``), measures in the same run the cost
+reply confirms (``spec.replay.Site``), measures in the same run the cost
 of a verifying pass over T rows and of a draft step (best-of, in one-row
 decodes), and replays each drafting policy over the sites
-(``core.spec_replay``): the passes it would run, their cost, the speedup.
+(``spec.replay``): the passes it would run, their cost, the speedup.
 
 Policies: ``ngram`` / ``eagle`` / ``hybrid`` as the engine builds them
 (``load_engine``'s K, caps and thresholds); the engine's first rules:
@@ -23,7 +23,7 @@ draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
 EAGLE_ALT_MIN, or the second likeliest only): one setting of the engine's rule
 changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
 (a draft tree); ``*_chain`` leaves them out. ``hybrid`` also drafts from the
-draft's reply store (core.replies) where lookup has no match, as the engine
+draft's reply store (spec.replies) where lookup has no match, as the engine
 does, and in place of a short lookup match where the store is sure;
 ``hybrid_no_store`` never drafts from the store, ``hybrid_lookup_first``
 never in place of lookup, ``hybrid_store_min_n_*`` / ``hybrid_store_path_*``
@@ -47,8 +47,8 @@ import time
 
 def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: ANN001
     """The reply's Site per position (sites[i]: after its first i+1 tokens)."""
-    from voicepipe.core.ngram import NgramProposer
-    from voicepipe.core.spec_replay import Site
+    from voicepipe.spec.ngram import NgramProposer
+    from voicepipe.spec.replay import Site
 
     fork = eng.fork()
     target, eagle = fork.target, fork.proposer.draft
@@ -123,9 +123,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe.bench.llm import PROMPTS, _cpu, verify_costs
-    from voicepipe.core import spec_replay as R
-    from voicepipe.core.spec import AdaptiveK
     from voicepipe.nn import engine as E
+    from voicepipe.spec import replay as R
+    from voicepipe.spec.adaptive import AdaptiveK
     from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
 
     torch.set_num_threads(args.threads)
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     k = cfg.spec_k
 
     def ctl(k_max: int, verify_cost: float = 1.0):  # noqa: ANN202
-        return lambda: AdaptiveK(k, k_max=k_max, verify_cost=verify_cost)
+        return lambda: AdaptiveK.for_text(k, k_max=k_max, verify_cost=verify_cost)
 
     def tree(k_max: int = E.EAGLE_K, min_path: float = E.EAGLE_MIN_PATH,
              alt_min: float = E.EAGLE_ALT_MIN, alts: int = 2) -> R.Choice:  # fmt: skip

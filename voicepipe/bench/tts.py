@@ -126,10 +126,12 @@ def memory(cfg, n: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
+    import dataclasses
+
     import numpy as np
     import torch
 
-    from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions, SynthResult
+    from voicepipe.nn.codec_tts import CodecLMTTS, SynthResult
     from voicepipe.training.corpus import sentences
 
     torch.set_num_threads(args.threads)
@@ -150,11 +152,10 @@ def run(args: argparse.Namespace) -> dict:
     tts.threads, tts.lm_threads = args.threads, args.lm_threads
     tts.warm_up()
     # The configured default (rule, β, k), streamed end to end: what a session gets.
-    default = SynthOptions.from_config(args.config.tts)
-    default.seed = args.seed
+    default = dataclasses.replace(args.config.tts, seed=args.seed)
     streamed_default, cpu_default = _timed_cpu(lambda: [tts.synth(t, default) for t in texts])
     # Plain AR, streamed end to end: the measured RTF and ttfa, and the vocoder's share.
-    ar = SynthOptions(rule="ar", seed=args.seed)
+    ar = dataclasses.replace(args.config.tts, rule="ar", seed=args.seed)
     streamed, cpu_ar = _timed_cpu(lambda: [tts.synth(t, ar) for t in texts])
     voc_s = sum(r.wall_s - r.lm_s for r in streamed)
     voc_rtf = voc_s / sum(r.audio_s for r in streamed)
@@ -163,7 +164,11 @@ def run(args: argparse.Namespace) -> dict:
 
     def synth_all(**kw) -> list:
         """Codes with timing (LM only); audio decoded once per distinct code sequence."""
-        opts = SynthOptions(spec_k=args.k, seed=args.seed, **kw)
+        # The rows of the sweep: [tts] with the swept keys, every other key as before
+        # (greedy, β 0, k 3 unless the row says otherwise).
+        base = {"rule": "greedy", "beta": 0.0, "top_k": 3, "temperature": 0.0}
+        opts = dataclasses.replace(args.config.tts, spec_k=args.k, seed=args.seed,
+                                   **{**base, **kw})
         out = []
         for t in texts:
             codes, stats, lm_s = tts.decode_codes(t, opts)

@@ -35,16 +35,16 @@ def _handler(args: argparse.Namespace) -> int:
                "rtf": wall / max(len(audio) / 22050, 1e-9), "ttfa_ms": (ttfa or wall) * 1e3,
                "target_passes": None, "acceptance_rate": None}
     else:
-        from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions
+        import dataclasses
+
+        from voicepipe.nn.codec_tts import CodecLMTTS
         from voicepipe.registry import ModelError
 
-        opts = SynthOptions.from_config(cfg.tts)
-        for key in ("rule", "beta", "top_k", "temperature", "seed"):
-            v = getattr(args, key)
-            if v is not None:
-                setattr(opts, key, v)
+        keys = ("rule", "beta", "top_k", "temperature", "seed")
+        given = {key: getattr(args, key) for key in keys}
         if args.k is not None:
-            opts.spec_k = args.k
+            given["spec_k"] = args.k
+        opts = dataclasses.replace(cfg.tts, **{k: v for k, v in given.items() if v is not None})
         try:
             tts = CodecLMTTS.from_config(cfg, args.model or None)
         except (ModelError, FileNotFoundError, ImportError) as e:

@@ -62,7 +62,7 @@ class Ticket:
 @dataclass
 class Admission:
     limits: Limits
-    _ids: itertools.count = field(default_factory=itertools.count, repr=False)
+    _ids: itertools.count[int] = field(default_factory=itertools.count, repr=False)
     # Pending tickets oldest first (dicts keep insertion order; id → ticket).
     _pending: OrderedDict[int, Ticket] = field(default_factory=OrderedDict, repr=False)
     _pending_by_addr: dict[str, int] = field(default_factory=dict, repr=False)

@@ -24,6 +24,7 @@ audio is fed):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class EndpointConfig:
     max_utterance_ms: int = 20_000
 
     @classmethod
-    def from_vad(cls, vad) -> EndpointConfig:
+    def from_vad(cls, vad: Any) -> EndpointConfig:
         """From a ``voicepipe.config.VadConfig``."""
         return cls(
             threshold=vad.threshold,

@@ -364,7 +364,7 @@ SERVER_TYPES = frozenset(MESSAGE_TYPES) - {"hello", "playback", "end"}
 
 
 
-def _check_field(f: dataclasses.Field, value: Any, typ: Any) -> Any:
+def _check_field(f: dataclasses.Field[Any], value: Any, typ: Any) -> Any:
     """Validate one decoded JSON value against its field's annotation and limits."""
     value = _check(f.name, value, typ)
     lo, hi, max_len = (f.metadata.get(k) for k in ("lo", "hi", "max_len"))

@@ -9,7 +9,7 @@ re-read by another rule. Word tables live in core/texttables.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from voicepipe.core.numwords import TENS, cardinal, digits, number, ordinal, plural, year
 from voicepipe.core.texttables import (
@@ -36,7 +36,7 @@ _MONTHS = "|".join(
 )
 
 
-def _alt(keys: list[str] | dict[str, object]) -> str:
+def _alt(keys: Iterable[str]) -> str:
     return "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
 
 

@@ -1,9 +1,12 @@
-"""Codec-LM decoding pieces: KV-cached drafter/scorer adapters, checkpoints, alignment.
+"""Codec-LM decoding pieces: the KV-cached target and proposer, checkpoints, alignment.
 
-``CodecLMDrafter`` / ``CodecLMScorer`` adapt the KV-cached models to the
-protocols of ``core.audio_spec``. Each keeps the level-0 inputs its cache was
-built from and, on every call, re-uses the longest prefix that still matches
-the new history (rollback = overwrite from there), so rejected drafts cost
+``CodecLMTarget`` / ``CodecLMProposer`` put the codec LM and its draft behind
+the speculation protocols of ``voicepipe.spec`` (``Target`` with ``Levels``,
+``Proposer``), so the codec LM runs the same ``SpeculativeDecoder`` as the
+text LLM. Tokens are frames' level-0 codes after a start symbol (``bos``): the
+input at position t is the code of frame t-1. Each object keeps the level-0
+inputs its cache was built from and, on every call, re-uses the longest prefix
+that still matches (rollback = overwrite from there), so rejected drafts cost
 nothing but the positions they occupied. The KV caches belong to these
 per-utterance objects, never to the models, so one loaded ``TTSModels`` serves
 every session (nn/codec_tts.py ``CodecLMTTS.shared``).
@@ -21,6 +24,7 @@ import torch
 from voicepipe.nn.codec_lm import CodecLM, ModelArgs
 from voicepipe.nn.duration import DurArgs, DurationPredictor
 from voicepipe.nn.phonemes import FrameAlign, align
+from voicepipe.spec.types import Proposal, Scores
 
 
 class _Cached:
@@ -61,11 +65,12 @@ class _Cached:
         return h
 
 
-def _inputs(history: list[int], bos: int) -> list[int]:
-    return [bos, *history]  # input at position t is the code of frame t-1
+class CodecLMProposer(_Cached):
+    """The small codec LM drafting level-0 codes (sampled at ``temperature``, its
+    distributions then given for the exact and relaxed rules)."""
 
+    name = "codec-draft"
 
-class CodecLMDrafter(_Cached):
     def __init__(
         self, model: CodecLM, cond: torch.Tensor, temperature: float = 0.0, seed: int = 0
     ) -> None:
@@ -73,9 +78,13 @@ class CodecLMDrafter(_Cached):
         self.temperature = temperature
         self.gen = torch.Generator().manual_seed(seed)
 
+    def reset(self) -> None:
+        self.inputs = []
+
     @torch.inference_mode()
-    def propose(self, history: list[int], k: int) -> tuple[np.ndarray, np.ndarray | None]:
-        wanted = _inputs(history, self.model.args.bos)
+    def propose(self, context: list[int], k: int) -> Proposal:
+        """``context``: the start symbol and every code emitted so far."""
+        wanted = list(context)
         drafts, probs = [], []
         for _ in range(k):
             h = self.run(wanted)[-1:]
@@ -88,10 +97,17 @@ class CodecLMDrafter(_Cached):
                 c = int(logits.argmax())
             drafts.append(c)
             wanted = [*wanted, c]
-        return np.asarray(drafts, np.int64), (np.stack(probs) if probs else None)
+        return Proposal(tokens=drafts, probs=np.stack(probs) if probs else None)
 
 
-class CodecLMScorer(_Cached):
+class CodecLMTarget(_Cached):
+    """The codec LM as a speculation target: scores level-0 codes, and gives every
+    emitted frame its deeper codebook levels from its own hidden state (``levels``).
+    Its cache starts empty: ``prefill`` returns None, and the first step scores the
+    start symbol with the first drafts."""
+
+    tree = False
+
     def __init__(
         self, model: CodecLM, cond: torch.Tensor, deep_temperature: float = 0.0, seed: int = 0
     ) -> None:
@@ -100,18 +116,40 @@ class CodecLMScorer(_Cached):
         self.gen = torch.Generator().manual_seed(seed + 1)
         self._h: torch.Tensor | None = None
 
-    @torch.inference_mode()
-    def score(self, history: list[int], drafts: np.ndarray) -> np.ndarray:
-        wanted = _inputs(history, self.model.args.bos) + [int(d) for d in drafts]
-        h = self.run(wanted)[-(len(drafts) + 1) :]  # (K+1, d) positions len(history)…
-        self._h = h
-        return self.model.logits0(h).float().numpy()
+    @property
+    def bos(self) -> int:
+        return self.model.args.bos
+
+    @property
+    def length(self) -> int:
+        return len(self.inputs)
+
+    def prefill(self, tokens: list[int]) -> None:
+        if tokens != [self.bos]:
+            raise ValueError("a codec-LM utterance starts from the start symbol alone")
+        self.inputs = []
+        return None
 
     @torch.inference_mode()
-    def deep(self, offsets: list[int], codes0: list[int]) -> np.ndarray:
+    def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
+        if parents is not None:
+            raise ValueError("the codec LM scores chains, not trees")
+        h = self.run([*self.inputs, *tokens])[-len(tokens):]  # (K+1, d)
+        self._h = h
+        return Scores(self.model.logits0(h).float().numpy())
+
+    def rollback(self, length: int) -> None:
+        self.inputs = self.inputs[:length]
+
+    def move(self, src: int, dst: int) -> None:  # pragma: no cover - never a tree
+        raise NotImplementedError
+
+    @torch.inference_mode()
+    def levels(self, tokens: list[int]) -> np.ndarray:
+        """(N, Q) codes of the N frames the last step emitted (rows 0…N-1 of its pass)."""
         assert self._h is not None
-        h = self._h[offsets]
-        c0 = torch.tensor(codes0, dtype=torch.long)
+        h = self._h[: len(tokens)]
+        c0 = torch.tensor(tokens, dtype=torch.long)
         return self.model.sample_deep(h, c0, self.deep_temperature, self.gen).numpy()
 
 

@@ -1,7 +1,8 @@
 """Codec-LM TTS inference: text → phonemes → durations → aligned frames → codes → audio.
 
-``CodecLMTTS`` runs speculative decoding of the codec LM (``core.audio_spec``
-over the adapters of nn/codec_lm_decode.py) and streams the codes through the
+``CodecLMTTS`` runs speculative decoding of the codec LM (``spec.loop`` over the
+target and proposer of nn/codec_lm_decode.py, with the acceptance rule and K of
+the ``[tts]`` config) and streams the codes through the
 MelVQ codec's exact streaming vocoder. ``CodecLMTTS.shared(cfg)`` gives each
 session its own TTS over one process-wide copy of the weights.
 """
@@ -15,15 +16,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from voicepipe.config import TtsConfig
 from voicepipe.nn.codec_lm_decode import (  # noqa: F401 - re-exported for callers
-    CodecLMDrafter,
-    CodecLMScorer,
+    CodecLMProposer,
+    CodecLMTarget,
     TTSModels,
     conditioning,
     load_models,
     load_training_checkpoints,
     plan,
 )
+from voicepipe.spec import rules
+from voicepipe.spec.adaptive import AdaptiveK
+from voicepipe.spec.loop import SpeculativeDecoder
+from voicepipe.spec.metrics import SpecMetrics
+from voicepipe.spec.rules import Rule
+from voicepipe.spec.sampling import SamplingParams
 
 _SHARED: dict[tuple, tuple[TTSModels, object]] = {}
 _SHARED_LOCK = threading.Lock()
@@ -31,28 +39,8 @@ _WARMED: set[tuple] = set()  # (codec, push sizes) whose vocoder shapes ran once
 
 
 # -- synthesis ----------------------------------------------------------------------------
-@dataclass
-class SynthOptions:
-    rule: str = "greedy"  # greedy | exact | relaxed | topk | acoustic | ar (no speculation)
-    beta: float = 0.0
-    top_k: int = 3
-    spec_k: int = 4
-    adaptive_k: bool = True
-    temperature: float = 0.0
-    seed: int = 0
-    pace: float = 1.0
-
-    @classmethod
-    def from_config(cls, tts) -> SynthOptions:  # tts: voicepipe.config.TtsConfig
-        return cls(
-            rule=tts.rule,
-            beta=tts.beta,
-            top_k=tts.top_k,
-            spec_k=tts.spec_k,
-            adaptive_k=tts.adaptive_k,
-            temperature=tts.temperature,
-            seed=tts.seed,
-        )
+# Synthesis reads [tts] (voicepipe.config.TtsConfig) itself: rule (greedy | exact | relaxed |
+# topk | acoustic, or "ar": no speculation), beta, top_k, spec_k, adaptive_k, temperature, seed.
 
 
 @dataclass
@@ -148,53 +136,58 @@ class CodecLMTTS:
         median nearest neighbour."""
         return self.codec.normalized_distance_matrix(0)
 
+    def rule(self, tts: TtsConfig) -> Rule:
+        """The acceptance rule of ``tts`` (plain decoding, "ar": the one that keeps the
+        target's distribution)."""
+        sampling = SamplingParams(temperature=tts.temperature, seed=tts.seed)
+        if tts.rule == "ar":
+            return rules.for_sampling(sampling)
+        distance = self.distance() if tts.rule == "acoustic" else None
+        return rules.from_config(tts.rule, beta=tts.beta, top_k=tts.top_k, sampling=sampling,
+                                 distance=distance)
+
     def codes(
         self,
         text: str,
-        opts: SynthOptions,
+        tts: TtsConfig,
         stats: dict | None = None,
         durations: list[int] | None = None,
+        pace: float = 1.0,
     ):
-        """Yield (N, Q) code blocks for ``text`` (speculative or plain AR per opts.rule)."""
-        from voicepipe.core.audio_spec import AdaptiveK, SpecStats, decode
+        """Yield (N, Q) code blocks for ``text`` (speculative, or plain per rule "ar")."""
         from voicepipe.nn.hibari_teacher import text_to_ids
 
         ids = text_to_ids(text)
         if len(ids) < 3:
             return
-        durations, al = plan(self.m, ids, durations, opts.pace)
-        scorer = CodecLMScorer(self.m.target, conditioning(self.m.target, ids, al), seed=opts.seed)
-        drafter = None
-        if opts.rule != "ar" and opts.spec_k > 0:
-            drafter = CodecLMDrafter(
+        durations, al = plan(self.m, ids, durations, pace)
+        target = CodecLMTarget(self.m.target, conditioning(self.m.target, ids, al), seed=tts.seed)
+        proposer = None
+        if tts.rule != "ar" and tts.spec_k > 0:
+            proposer = CodecLMProposer(
                 self.m.draft,
                 conditioning(self.m.draft, ids, al),
-                temperature=opts.temperature,
-                seed=opts.seed,
+                temperature=tts.temperature,
+                seed=tts.seed,
             )
-        st = SpecStats()
-        yield from decode(
-            drafter,
-            scorer,
-            al.n_frames,
-            rule=_ar_rule(opts),
-            beta=opts.beta,
-            top_k=opts.top_k,
-            temperature=opts.temperature,
-            distance=self.distance() if opts.rule == "acoustic" else None,
-            k=AdaptiveK(k=max(1, opts.spec_k), adaptive=opts.adaptive_k),
-            seed=opts.seed,
-            stats=st,
+        k = max(1, tts.spec_k)
+        decoder = SpeculativeDecoder(
+            target, proposer, SamplingParams(temperature=tts.temperature, seed=tts.seed),
+            k=k, rule=self.rule(tts),
+            controller=lambda: AdaptiveK.for_codec(k, adaptive=tts.adaptive_k),
         )
+        for out in decoder.generate([target.bos], al.n_frames):
+            yield target.levels(out)
         if stats is not None:
-            stats.update(st.to_dict())
+            stats.update(codec_stats(decoder.metrics))
 
     def stream(
         self,
         text: str,
-        opts: SynthOptions,
+        tts: TtsConfig,
         stats: dict | None = None,
         durations: list[int] | None = None,
+        pace: float = 1.0,
     ):
         """Yield float32 22,050 Hz audio chunks as soon as the vocoder has them."""
         dec = self.codec.stream_decoder()
@@ -202,7 +195,7 @@ class CodecLMTTS:
         pending: list[np.ndarray] = []
         n_pending, first = 0, True
         lm_s, t0 = 0.0, _now()
-        gen = self.codes(text, opts, stats, durations)
+        gen = self.codes(text, tts, stats, durations, pace)
         while True:
             t_lm = _now()
             torch.set_num_threads(self.lm_threads)
@@ -259,16 +252,16 @@ class CodecLMTTS:
             for n in sizes:
                 dec.push(np.repeat(z, n, 0))
             dec.flush()
-        for _ in self.stream("Okay.", SynthOptions()):
+        for _ in self.stream("Okay.", TtsConfig()):
             pass
 
     def synth(
-        self, text: str, opts: SynthOptions, durations: list[int] | None = None
+        self, text: str, tts: TtsConfig, durations: list[int] | None = None, pace: float = 1.0
     ) -> SynthResult:
         stats: dict = {}
         t0 = _now()
         chunks, ttfa = [], None
-        for c in self.stream(text, opts, stats, durations):
+        for c in self.stream(text, tts, stats, durations, pace):
             if ttfa is None:
                 ttfa = _now() - t0
             chunks.append(c)
@@ -279,14 +272,14 @@ class CodecLMTTS:
         )
 
     def decode_codes(
-        self, text: str, opts: SynthOptions, durations: list[int] | None = None
+        self, text: str, tts: TtsConfig, durations: list[int] | None = None, pace: float = 1.0
     ) -> tuple[np.ndarray, dict, float]:
         """Codes only (no vocoder): (T, Q) codes, stats, LM seconds — for speed sweeps."""
         torch.set_num_threads(self.lm_threads)
         stats: dict = {}
         t0 = _now()
         blocks, n = [], 0
-        for b in self.codes(text, opts, stats, durations):
+        for b in self.codes(text, tts, stats, durations, pace):
             blocks.append(b)
             n += len(b)
             if n >= self.first_frames and "first_s" not in stats:
@@ -308,8 +301,9 @@ def _now() -> float:
     return time.perf_counter()
 
 
-def _ar_rule(opts: SynthOptions) -> str:
-    """Plain AR ("ar") samples at opts.temperature (exact) or decodes greedily at 0."""
-    if opts.rule != "ar":
-        return opts.rule
-    return "exact" if opts.temperature > 0 else "greedy"
+def codec_stats(m: SpecMetrics) -> dict:
+    """The speculation counters of one utterance, in the TTS's own terms (a token is a
+    frame; every drafted code is one step of the draft model)."""
+    d = m.as_dict()
+    return {**d, "frames": m.tokens, "draft_steps": m.drafted,
+            "acceptance_per_position": d["accept_by_pos"]}

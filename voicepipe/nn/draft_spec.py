@@ -1,4 +1,4 @@
-"""The EAGLE-style draft behind the speculation protocols (``voicepipe.core.spec``).
+"""The EAGLE-style draft behind the speculation protocols (``voicepipe.spec``).
 
 An EAGLE draft reads the target's features, which the plain ``Target``
 protocol does not hand out. ``FeatureTarget`` is the engine's ``ModelTarget``
@@ -22,12 +22,12 @@ from typing import NamedTuple
 
 import torch
 
-from voicepipe.core.spec import Proposal
 from voicepipe.nn import fused, kernels, llama
 from voicepipe.nn.draft_model import DraftError, EagleDraft, for_inference, load
 from voicepipe.nn.kv_cache import KVCache
 from voicepipe.nn.qlinear import Linear
 from voicepipe.nn.target import ModelTarget, _common_prefix
+from voicepipe.spec.types import Proposal
 
 DEFAULT_DRAFT = "smollm2-draft"
 

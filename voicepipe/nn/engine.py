@@ -6,7 +6,7 @@ conversation only prefills the new turn. ``ModelProposer`` is a smaller model
 sharing the tokenizer (e.g. Qwen2.5-Coder 0.5B for the 1.5B); it keeps its own
 cache in sync the same way.
 Any object with ``name``, ``propose(context, k) -> Proposal`` and ``reset()``
-can stand in for it (``voicepipe.core.spec.Proposer``).
+can stand in for it (``voicepipe.spec.types.Proposer``).
 
 A new session need not prefill the system prompt either: ``Engine.share_prefix``
 keeps a prefix's keys and values in a process-wide store per model
@@ -25,15 +25,16 @@ from typing import Any
 
 import torch
 
-from voicepipe.core.cost_k import CostAwareK
-from voicepipe.core.hybrid import HybridProposer
-from voicepipe.core.ngram import NgramProposer
-from voicepipe.core.replies import ReplyIndex, ReplyProposer
-from voicepipe.core.spec import Proposer, SpeculativeDecoder
 from voicepipe.nn import llama
-from voicepipe.nn.sampling import SamplingParams
 from voicepipe.nn.target import ModelProposer, ModelTarget
 from voicepipe.nn.tokenizer import ChatTokenizer
+from voicepipe.spec.adaptive import CostAwareK
+from voicepipe.spec.hybrid import HybridProposer
+from voicepipe.spec.loop import SpeculativeDecoder
+from voicepipe.spec.ngram import NgramProposer
+from voicepipe.spec.replies import ReplyIndex, ReplyProposer
+from voicepipe.spec.sampling import SamplingParams
+from voicepipe.spec.types import Proposer
 
 
 def gguf_path(name_or_path: str) -> Path:
@@ -77,8 +78,8 @@ class Engine:
     eagle: Any = None
     k_max: int = 8
     verify_cost: float = 1.5  # AdaptiveK pauses speculation below this break-even
-    draft_cost: float = 0.0  # target decodes per drafted token (draft models: core.cost_k)
-    # The EAGLE draft's reply store (core.replies), shared by every fork; None: none.
+    draft_cost: float = 0.0  # target decodes per drafted token (draft models: spec.adaptive)
+    # The EAGLE draft's reply store (spec.replies), shared by every fork; None: none.
     replies: ReplyIndex | None = None
     # Targets read and fill the model's process-wide prefix cache (share_prefix).
     prefix_cache: bool = True
@@ -119,7 +120,7 @@ class Engine:
 
     def decoder(self) -> SpeculativeDecoder:
         # Behind prompt lookup a draft model's length is its proposer's own choice
-        # (core.hybrid): the decoder's K only caps it, and never pauses.
+        # (spec.hybrid): the decoder's K only caps it, and never pauses.
         hybrid = isinstance(self.proposer, HybridProposer)
         return SpeculativeDecoder(
             self.target,
@@ -216,7 +217,7 @@ EAGLE_MIN_PATH = 0.4
 # gave 1.43x, 0.05 1.39x, none 1.39x.
 EAGLE_ALT_MIN = 0.15
 HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
-# Where lookup has no match, the draft's reply store (core.replies) drafts the
+# Where lookup has no match, the draft's reply store (spec.replies) drafts the
 # continuation most of the target's past replies had after the context's longest
 # match of ≥ STORE_MIN_N tokens, while the share of them that agree (multiplied
 # over the tokens) stays ≥ STORE_MIN_PATH; else the EAGLE draft. Replayed on the
@@ -351,7 +352,7 @@ def load_engine(
     target, proposer = _session(m, drafter, sp, draft, eagle, draft_cost, replies)
     if drafter == "ngram":
         # Prompt lookup costs nothing to draft and proposes no more than its
-        # match's order (core/ngram.py), and a pass over 2-4 rows costs about one
+        # match's order (spec/ngram.py), and a pass over 2-4 rows costs about one
         # decode on the fused step (bench llm verify_cost): pausing only lost the
         # long matches that came after a run of misses.
         verify_cost = 1.0
@@ -366,7 +367,7 @@ def load_engine(
         verify_cost = 1.0
     elif drafter.startswith(HYBRID):
         # Lookup proposals are free and the draft model's own CostAwareK pauses it
-        # where it does not pay (core.hybrid), so the decoder never pauses.
+        # where it does not pay (spec.hybrid), so the decoder never pauses.
         k_max = k_max or HYBRID_K_MAX
         verify_cost = 1.0
     return Engine(

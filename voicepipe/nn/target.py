@@ -1,4 +1,4 @@
-"""A GGUF model behind the speculation protocols (``voicepipe.core.spec``): a target
+"""A GGUF model behind the speculation protocols (``voicepipe.spec``): a target
 whose KV cache persists across calls, and a draft-model proposer built on one.
 
 ``ModelTarget`` reuses the longest common prefix of its cache with each new
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from voicepipe.core.spec import Proposal, Scores
 from voicepipe.nn import llama
 from voicepipe.nn.prefix import Prefix, PrefixStore, store_for
-from voicepipe.nn.sampling import SamplingParams, draw, probs
+from voicepipe.spec.sampling import SamplingParams, draw, probs
+from voicepipe.spec.types import Proposal, Scores
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -79,7 +79,7 @@ _KEEP_REPLIES = 16  # turns whose reply set_heard can still find
 def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     """A per-session engine over process-wide shared weights."""
     from voicepipe.nn.engine import load_engine
-    from voicepipe.nn.sampling import SamplingParams
+    from voicepipe.spec.sampling import SamplingParams
 
     c = cfg.llm
     sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)

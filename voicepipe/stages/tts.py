@@ -95,12 +95,12 @@ class CodecLMBackend:
     sample_rate = OUT_RATE
 
     def __init__(self, cfg: Config) -> None:
-        from voicepipe.nn.codec_tts import CodecLMTTS, SynthOptions
+        from voicepipe.nn.codec_tts import CodecLMTTS
 
         # Weights are shared by every session of the process (loaded by the first one, or
-        # by the pipeline's preload); a backend holds only its options and last stats.
+        # by the pipeline's preload); a backend holds only its [tts] config and last stats.
         self.tts = CodecLMTTS.shared(cfg)
-        self.opts = SynthOptions.from_config(cfg.tts)
+        self.opts = cfg.tts
         self.normalize = cfg.tts.normalize
         self.last_stats: dict = {}
 

@@ -15,7 +15,7 @@ Stages under $VOICEPIPE_HOME (gen and fit resume):
   resume and a JSONL loss log live in runs/draft/.
 - export: the best checkpoint as the fp16 release file (``draft_fit.export``).
 - replies: the replies as the store retrieval drafting reads
-  (``draft_replies``, ``core.replies``).
+  (``draft_replies``, ``spec.replies``).
 
 CPU etiquette: run it with ``nice -n 15``; it uses one thread by default
 (on this shared 2-core machine, 2 OpenMP threads under contention ran
@@ -139,7 +139,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "resume and a loss log under $VOICEPIPE_HOME/runs/draft; stage 'export' writes the "
             "best checkpoint as the fp16 release file with the reduced vocabulary recounted on all "
             "data; stage 'replies' writes the greedy replies as the store retrieval drafting "
-            "reads (core.replies). gen and fit resume where a killed run stopped. "
+            "reads (spec.replies). gen and fit resume where a killed run stopped. "
             "Run with nice -n 15."
         ),
     )

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from voicepipe.nn import llama
-from voicepipe.nn.sampling import SamplingParams, draw, probs
+from voicepipe.spec.sampling import SamplingParams, draw, probs
 
 
 @torch.inference_mode()

@@ -1,7 +1,7 @@
 """Replies stage of `voicepipe train draft`: the reply store for retrieval drafting.
 
 The gen stage's replies (what the serving target says to a few thousand
-training prompts) become ``core.replies``'s store: each reply with the last
+training prompts) become ``spec.replies``'s store: each reply with the last
 ``PREFIX`` tokens of its prompt (the chat template's assistant header, so a
 reply's opening words are found too), as uint16 tokens in one .npz. Greedy
 replies are what serving says; replies sampled at 0.7-0.8 (``--more-data``)

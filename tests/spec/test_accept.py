@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from voicepipe.core import accept as A
+from voicepipe.spec import accept as A
 
 
 def chi2_critical(dof: int, z: float = 3.09) -> float:

@@ -1,11 +1,11 @@
-"""core.spec_replay: policies replayed over fixed proposals, against hand-counted passes."""
+"""spec.replay: policies replayed over fixed proposals, against hand-counted passes."""
 
 from __future__ import annotations
 
 import pytest
 
-from voicepipe.core import spec_replay as R
-from voicepipe.core.spec import AdaptiveK
+from voicepipe.spec import replay as R
+from voicepipe.spec.adaptive import AdaptiveK
 
 FLAT = R.Costs([1.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # every pass costs one decode
 
@@ -70,7 +70,7 @@ def test_the_store_drafts_between_lookup_and_the_draft_while_its_path_holds() ->
     assert h(s, 6) == R.Pick(2, 1, 0)  # no lookup match: the store
     # Nothing from the store: the draft.
     assert h(R.Site(eagle_confs=(0.9, 0.9), eagle_ok=1), 6) == R.Pick(2, 1, 2)
-    # A short lookup match yields to a sure store (first share ≥ 0.8), as core.hybrid does.
+    # A short lookup match yields to a sure store (first share ≥ 0.8), as spec.hybrid does.
     both = R.Site(ngram_order=2, ngram_len=4, ngram_ok=0, store_order=3,
                   store_shares=(0.9, 0.9), store_ok=2)  # fmt: skip
     first = R.hybrid(R.ngram(), R.eagle(k_max=2), 2, store, store_first_order=3,

@@ -1,11 +1,11 @@
-"""core.cost_k: the draft length that maximizes tokens per unit of cost."""
+"""spec.adaptive: the draft length that maximizes tokens per unit of cost."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from voicepipe.core.cost_k import CostAwareK
+from voicepipe.spec.adaptive import CostAwareK
 
 
 def _feed(ctl: CostAwareK, accept: list[float], steps: int, seed: int = 0) -> list[int]:

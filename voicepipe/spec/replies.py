@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from voicepipe.core.spec import Proposal
+from voicepipe.spec.types import Proposal
 
 END = -1  # no token: before a record's first token, after its last
 WORD = 4  # keys per packed word: token + 1 in 16 bits each (END packs as 0, sorting first)
@@ -98,7 +98,8 @@ class ReplyIndex:
         order = np.lexsort((words[1], words[0]))  # by key 0, then key 1, …
         self.pos = pos[order].astype(np.int32)
         self.words = np.ascontiguousarray(words[:, order])
-        self._fa = memoryview(self.flat)  # element reads as Python ints, no numpy call
+        # Element reads as Python ints, no numpy call.
+        self._fa = memoryview(self.flat.data)
 
     @classmethod
     def from_records(

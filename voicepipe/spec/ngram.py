@@ -8,7 +8,7 @@ few dict look-ups whatever the context length.
 
 from __future__ import annotations
 
-from voicepipe.core.spec import Proposal
+from voicepipe.spec.types import Proposal
 
 
 class NgramProposer:

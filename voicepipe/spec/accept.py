@@ -52,7 +52,7 @@ def sample_from(dist: np.ndarray, u: float) -> int:
         raise ValueError("cannot sample from an all-zero distribution")
     # side="right" skips zero-probability entries even at u = 0.
     idx = int(np.searchsorted(c, u * total, side="right"))
-    return min(idx, c.shape[0] - 1)
+    return min(idx, int(c.shape[0]) - 1)
 
 
 def _first_false(ok: np.ndarray) -> int:
@@ -232,7 +232,8 @@ def codebook_distance(codebook: np.ndarray) -> Callable[[np.ndarray, np.ndarray]
     cb = np.asarray(codebook, dtype=np.float64)
 
     def dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.linalg.norm(cb[a] - cb[b], axis=-1)
+        out: np.ndarray = np.linalg.norm(cb[a] - cb[b], axis=-1)
+        return out
 
     return dist
 

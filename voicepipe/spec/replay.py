@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from voicepipe.core.spec import AdaptiveK
+from voicepipe.spec.adaptive import AdaptiveK
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Site:
     next likeliest tokens: a tree's siblings); eagle_alt_ok: which runner-up is
     the reply's token where the guesses first go wrong (at guess eagle_ok):
     1 the second likeliest, 2 the third, 0 none. store_order: the reply store's
-    longest match (core.replies; 0: none); store_shares: each token of its
+    longest match (spec.replies; 0: none); store_shares: each token of its
     continuation's share of the occurrences that still agree (traced with no
     path threshold); store_ok: how many of those tokens the reply confirms.
     """
@@ -81,7 +81,7 @@ Choice = Callable[[Site, int], Pick]
 
 
 def ngram(min_n: int = 1, cap_by_order: bool = True) -> Choice:
-    """Prompt lookup as core.ngram.NgramProposer proposes (capped by its match order)."""
+    """Prompt lookup as spec.ngram.NgramProposer proposes (capped by its match order)."""
 
     def choose(s: Site, k: int) -> Pick:
         if s.ngram_order < min_n:
@@ -132,7 +132,7 @@ def eagle_tree(k_max: int, min_path: float, alt_min: float, alts: int = 2) -> Ch
 
 
 def store(min_n: int, min_path: float) -> Choice:
-    """The reply store as core.replies.ReplyProposer drafts: its continuation of a
+    """The reply store as spec.replies.ReplyProposer drafts: its continuation of a
     match of ≥ min_n tokens while the product of the shares stays ≥ min_path."""
 
     def choose(s: Site, k: int) -> Pick:
@@ -157,7 +157,7 @@ def hybrid(
 ) -> Choice:
     """Prompt lookup where its match has ≥ min_order tokens, else the reply store's
     proposal (``replies``, when given and it has one), else the draft; as
-    core.hybrid, a lookup match of ≤ store_first_order tokens yields to the store
+    spec.hybrid, a lookup match of ≤ store_first_order tokens yields to the store
     where ≥ store_first_share of its occurrences agree on its first token."""
 
     def choose(s: Site, k: int) -> Pick:
@@ -217,7 +217,7 @@ def replay(
 CONF_EDGES = (0.1, 0.4, 0.8)  # draft-confidence buckets: <0.1, 0.1-0.4, 0.4-0.8, >=0.8
 
 
-def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, dict[str, list[float]]]:
+def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, Any]:
     """How often each drafter's first guess is right: prompt lookup by the order of
     its match (1, 2, 3, 4, 5+), the EAGLE draft by its own probability of the guess
     (CONF_EDGES buckets). Each entry is [sites, share right]. And where the draft's

@@ -1,4 +1,4 @@
-"""Retrieval drafting from a store of past replies (core.replies), against a brute force."""
+"""Retrieval drafting from a store of past replies (spec.replies), against a brute force."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tests.core.test_hybrid import Fixed
-from voicepipe.core.hybrid import HybridProposer
-from voicepipe.core.ngram import NgramProposer
-from voicepipe.core.replies import ReplyIndex, ReplyProposer
+from tests.spec.test_hybrid import Fixed
+from voicepipe.spec.hybrid import HybridProposer
+from voicepipe.spec.ngram import NgramProposer
+from voicepipe.spec.replies import ReplyIndex, ReplyProposer
 
 # Two prompt tokens (90, 91: a chat header) before each reply.
 RECORDS = [

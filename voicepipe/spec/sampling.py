@@ -3,7 +3,7 @@
 numpy only (no torch), so the speculation core can use it: the exact
 acceptance rule needs the *processed* distributions of draft and target
 (after temperature / top-k / top-p), and the same uniforms that pick a token
-here feed ``voicepipe.core.accept``.
+here feed ``voicepipe.spec.accept``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def probs(logits: np.ndarray, sp: SamplingParams) -> np.ndarray:
         np.put_along_axis(keep, order, keep_sorted, axis=-1)
         p = np.where(keep, p, 0.0)
         p /= p.sum(axis=-1, keepdims=True)
-    return p
+    result: np.ndarray = p
+    return result
 
 
 class Sampler:
@@ -76,4 +77,4 @@ class Sampler:
 def draw(p: np.ndarray, u: float) -> int:
     """Inverse-CDF draw from a (V,) distribution with uniform u."""
     c = np.cumsum(p)
-    return min(int(np.searchsorted(c, u * c[-1], side="right")), c.shape[0] - 1)
+    return min(int(np.searchsorted(c, u * c[-1], side="right")), int(c.shape[0]) - 1)

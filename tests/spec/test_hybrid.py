@@ -1,13 +1,14 @@
-"""Prompt lookup in front of a drafting model (core.hybrid) on toy Markov chains."""
+"""Prompt lookup in front of a drafting model (spec.hybrid) on toy Markov chains."""
 
 from __future__ import annotations
 
-from tests.core.test_spec import MarkovProposer, MarkovTarget, _chains, _plain_greedy
-from voicepipe.core.cost_k import CostAwareK
-from voicepipe.core.hybrid import HybridProposer
-from voicepipe.core.ngram import NgramProposer
-from voicepipe.core.spec import Proposal, SpeculativeDecoder
-from voicepipe.nn.sampling import SamplingParams
+from tests.spec.test_loop import MarkovProposer, MarkovTarget, _chains, _plain_greedy
+from voicepipe.spec.adaptive import CostAwareK
+from voicepipe.spec.hybrid import HybridProposer
+from voicepipe.spec.loop import SpeculativeDecoder
+from voicepipe.spec.ngram import NgramProposer
+from voicepipe.spec.sampling import SamplingParams
+from voicepipe.spec.types import Proposal
 
 
 class Fixed:

@@ -17,7 +17,7 @@ rejected draft (greedy: it is the argmax the draft missed; the exact rule: a
 rejected token has no mass left in the residual it is resampled from).
 
 Between the two, optionally, a store of the target's own past replies
-(``core.replies``): where the context's last tokens continue the same way in
+(``spec.replies``): where the context's last tokens continue the same way in
 most of them, that continuation is drafted, again without a model step. A
 short lookup match (≤ ``store_first_order`` tokens: right about half the time)
 yields to the store where ≥ ``store_first_share`` of its occurrences agree on
@@ -26,8 +26,8 @@ the first token.
 
 from __future__ import annotations
 
-from voicepipe.core.cost_k import CostAwareK
-from voicepipe.core.spec import Proposal, Proposer
+from voicepipe.spec.adaptive import CostAwareK
+from voicepipe.spec.types import Proposal, Proposer
 
 
 class HybridProposer:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.core.test_accept import chi2, chi2_critical
-from voicepipe.core.ngram import NgramProposer
-from voicepipe.core.spec import AdaptiveK, Proposal, Scores, SpecMetrics, SpeculativeDecoder
-from voicepipe.nn.sampling import SamplingParams
+from tests.spec.test_accept import chi2, chi2_critical
+from voicepipe.spec.adaptive import AdaptiveK
+from voicepipe.spec.loop import SpeculativeDecoder
+from voicepipe.spec.metrics import SpecMetrics
+from voicepipe.spec.ngram import NgramProposer
+from voicepipe.spec.sampling import SamplingParams
+from voicepipe.spec.types import Proposal, Scores
 
 
 class MarkovTarget:
@@ -132,14 +135,14 @@ def test_metrics_by_position_and_merge() -> None:
 
 
 def test_adaptive_k_grows_shrinks_and_switches_off() -> None:
-    c = AdaptiveK(4, k_max=6, cooldown=3, verify_cost=1.5)
+    c = AdaptiveK(4, k_max=6, cooldown=3, pause_below=0.5)
     c.update(4, 4)
     assert c.next_k() == 5
     c.update(5, 1)  # accepted average 0.7·4 + 0.3·1 = 3.1: keeps speculating, shorter
     assert c.next_k() == 4
     c.update(0, 0)  # a step without drafts changes nothing
     assert c.next_k() == 4
-    off = AdaptiveK(2, cooldown=3, verify_cost=1.5)
+    off = AdaptiveK(2, cooldown=3, pause_below=0.5)
     off.update(2, 0)  # nothing accepted: below break-even (0.5), pause 3 steps, then probe
     assert [off.next_k() for _ in range(4)] == [0, 0, 0, 1]
     fixed = AdaptiveK(4, adaptive=False)
