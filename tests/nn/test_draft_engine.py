@@ -51,7 +51,10 @@ def test_engine_builds_the_eagle_drafter(engine) -> None:
     assert engine.proposer.runner.fused == (engine.model.fused is not None)
     # The engine's K for this drafter (measured, see load_engine): short drafts, no pauses,
     # and a longer one only when the draft is sure of it.
-    from voicepipe.nn.engine import EAGLE_ALT_MIN, EAGLE_K, EAGLE_MIN_PATH
+    from voicepipe.nn.engine import TUNINGS
+
+    EAGLE_ALT_MIN, EAGLE_K, EAGLE_MIN_PATH = (
+        TUNINGS.eagle_alt_min, TUNINGS.eagle_k, TUNINGS.eagle_min_path)
 
     assert engine.k_max == EAGLE_K and engine.verify_cost == 1.0
     assert engine.proposer.min_path == EAGLE_MIN_PATH > 0
@@ -127,7 +130,9 @@ def test_hybrid_drafter_is_token_identical_and_uses_both() -> None:
         "smollm2-135m", "int4", "ngram+smollm2-draft", k=3, adaptive=False, max_len=512
     )
     assert isinstance(eng.proposer, HybridProposer)
-    from voicepipe.nn.engine import EAGLE_K
+    from voicepipe.nn.engine import TUNINGS
+
+    EAGLE_K = TUNINGS.eagle_k
 
     assert eng.proposer.draft_k == EAGLE_K < eng.k_max  # the lookup may draft longer
     stop = set(eng.tokenizer.stop_ids)

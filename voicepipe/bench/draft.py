@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.bench.llm import _cpu
     from voicepipe.nn import engine as E
     from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.spec.drafter import DrafterSpec
     from voicepipe.spec.hybrid import HybridProposer
     from voicepipe.spec.loop import SpeculativeDecoder
     from voicepipe.spec.metrics import SpecMetrics
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         if name == "ngram":
             ft, prop = E.ModelTarget(m), NgramProposer()
         else:  # an EAGLE draft, or "ngram+<draft>", exactly as the engine builds them
-            ft, prop = E._session(m, name, sp, None, E.shared_eagle(name.removeprefix(E.HYBRID), m))
+            spec = DrafterSpec.parse(name, is_eagle=lambda _: True, tunings=E.TUNINGS)
+            ft, prop = E._session(m, spec, sp, None, E.shared_eagle(spec.name, m))
             vocabs[row] = set(prop.draft.vocab if isinstance(prop, HybridProposer) else prop.vocab)
         # Adaptive K as the engine runs an EAGLE drafter: never paused (verify_cost 1.0).
         vc = 1.5 if name == "ngram" else 1.0
@@ -184,10 +186,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _siblings(spec: str) -> list[float | None]:
     """--siblings' values: runner-up thresholds, None for 'off' (default: the engine's)."""
-    from voicepipe.nn.engine import EAGLE_ALT_MIN
+    from voicepipe.nn.engine import TUNINGS
 
     if not spec:
-        return [EAGLE_ALT_MIN]
+        return [TUNINGS.eagle_alt_min]
     out: list[float | None] = []
     for v in spec.split(","):
         try:

@@ -17,10 +17,10 @@ up, pausing below 0.5 accepted per pass), ``eagle_k2_always`` (the EAGLE
 draft: always 2 guesses) and ``hybrid_uncapped_k2`` (both, lookup from
 3-token matches); ``eagle_k3_always`` and
 ``hybrid_lookup_from_3``, ``eagle_path_*`` / ``hybrid_path_*`` (the
-draft's confidence threshold at 0.2, 0.3 or 0.5 instead of EAGLE_MIN_PATH),
-``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of EAGLE_K),
+draft's confidence threshold at 0.2, 0.3 or 0.5 instead of the engine's eagle_min_path),
+``eagle_k4`` / ``hybrid_k4`` (up to 4 guesses instead of its eagle_k),
 ``eagle_tree_*`` / ``hybrid_tree_*`` (other runner-up thresholds than
-EAGLE_ALT_MIN, or the second likeliest only): one setting of the engine's rule
+eagle_alt_min, or the second likeliest only): one setting of the engine's rule
 changed. The engine's rule (``eagle``, ``hybrid``) includes the runner-ups
 (a draft tree); ``*_chain`` leaves them out. ``hybrid`` also drafts from the
 draft's reply store (spec.replies) where lookup has no match, as the engine
@@ -126,12 +126,15 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.nn import engine as E
     from voicepipe.spec import replay as R
     from voicepipe.spec.adaptive import AdaptiveK
+    from voicepipe.spec.drafter import HYBRID
     from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
+
+    T = E.TUNINGS
 
     torch.set_num_threads(args.threads)
     cfg = args.config.llm
     draft = args.draft
-    eng = E.load_engine(cfg.model, cfg.weights, f"{E.HYBRID}{draft}", k=cfg.spec_k, max_len=2048)
+    eng = E.load_engine(cfg.model, cfg.weights, f"{HYBRID}{draft}", k=cfg.spec_k, max_len=2048)
     tok = eng.tokenizer
     system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
     if args.prompts in ("assistant", "open"):
@@ -155,29 +158,29 @@ def run(args: argparse.Namespace) -> int:
     def ctl(k_max: int, verify_cost: float = 1.0):  # noqa: ANN202
         return lambda: AdaptiveK.for_text(k, k_max=k_max, verify_cost=verify_cost)
 
-    def tree(k_max: int = E.EAGLE_K, min_path: float = E.EAGLE_MIN_PATH,
-             alt_min: float = E.EAGLE_ALT_MIN, alts: int = 2) -> R.Choice:  # fmt: skip
+    def tree(k_max: int = T.eagle_k, min_path: float = T.eagle_min_path,
+             alt_min: float = T.eagle_alt_min, alts: int = 2) -> R.Choice:  # fmt: skip
         return R.eagle_tree(k_max, min_path, alt_min, alts)
 
     # The engine's reply store where the draft ships one (E.shared_replies), else none.
-    engine_store = R.store(E.STORE_MIN_N, E.STORE_MIN_PATH) if eng.replies is not None else None
+    engine_store = R.store(T.store_min_n, T.store_min_path) if eng.replies is not None else None
 
     def behind_lookup(
         draft: R.Choice,
-        min_n: int = E.HYBRID_MIN_N,
+        min_n: int = T.lookup_min_n,
         replies: R.Choice | None = engine_store,
-        first_order: int = E.STORE_FIRST_ORDER,
+        first_order: int = T.store_first_order,
     ) -> R.Choice:
         look = R.ngram(min_n=min_n)
-        return R.hybrid(look, draft, min_n, replies, first_order, E.STORE_FIRST_SHARE)
+        return R.hybrid(look, draft, min_n, replies, first_order, T.store_first_share)
 
-    hyb = ctl(E.HYBRID_K_MAX)
-    chain = R.eagle(E.EAGLE_K, E.EAGLE_MIN_PATH)  # a chain: no runner-ups (before draft trees)
+    hyb = ctl(T.lookup_k_max)
+    chain = R.eagle(T.eagle_k, T.eagle_min_path)  # a chain: no runner-ups (before draft trees)
     policies = {
         "ngram": (R.ngram(), ctl(8)),
         "ngram_uncapped": (R.ngram(min_n=2, cap_by_order=False), ctl(8, 1.5)),
-        "eagle": (tree(), ctl(E.EAGLE_K)),
-        "eagle_chain": (chain, ctl(E.EAGLE_K)),
+        "eagle": (tree(), ctl(T.eagle_k)),
+        "eagle_chain": (chain, ctl(T.eagle_k)),
         "eagle_k2_always": (R.eagle(2), ctl(2)),
         "eagle_k3_always": (tree(3, 0.0), ctl(3)),
         "hybrid": (behind_lookup(tree()), hyb),
@@ -191,22 +194,22 @@ def run(args: argparse.Namespace) -> int:
         "hybrid_k4": (behind_lookup(tree(4)), hyb),
     }
     for p in (0.2, 0.3, 0.5):  # the EAGLE threshold moved: do rows pay for less sure guesses?
-        policies[f"eagle_path_{p}"] = (tree(min_path=p), ctl(E.EAGLE_K))
+        policies[f"eagle_path_{p}"] = (tree(min_path=p), ctl(T.eagle_k))
         policies[f"hybrid_path_{p}"] = (behind_lookup(tree(min_path=p)), hyb)
     # Other runner-up thresholds, and the second likeliest alone.
-    for a, n in ((0.05, 2), (0.1, 2), (0.3, 2), (E.EAGLE_ALT_MIN, 1)):
+    for a, n in ((0.05, 2), (0.1, 2), (0.3, 2), (T.eagle_alt_min, 1)):
         label = f"{a}" if n == 2 else f"{a}_second_only"
-        policies[f"eagle_tree_{label}"] = (tree(alt_min=a, alts=n), ctl(E.EAGLE_K))
+        policies[f"eagle_tree_{label}"] = (tree(alt_min=a, alts=n), ctl(T.eagle_k))
         policies[f"hybrid_tree_{label}"] = (behind_lookup(tree(alt_min=a, alts=n)), hyb)
     if eng.replies is not None:  # the store's thresholds moved, one at a time
         for n in (3, 4):
             policies[f"hybrid_store_min_n_{n}"] = (
-                behind_lookup(tree(), replies=R.store(n, E.STORE_MIN_PATH)),
+                behind_lookup(tree(), replies=R.store(n, T.store_min_path)),
                 hyb,
             )
         for p in (0.5, 0.9):
             policies[f"hybrid_store_path_{p}"] = (
-                behind_lookup(tree(), replies=R.store(E.STORE_MIN_N, p)),
+                behind_lookup(tree(), replies=R.store(T.store_min_n, p)),
                 hyb,
             )
     rows = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from voicepipe.nn import llama
 from voicepipe.nn.target import ModelProposer, ModelTarget
 from voicepipe.nn.tokenizer import ChatTokenizer
 from voicepipe.spec.adaptive import CostAwareK
+from voicepipe.spec.drafter import DrafterSpec, Tunings
 from voicepipe.spec.hybrid import HybridProposer
 from voicepipe.spec.loop import SpeculativeDecoder
 from voicepipe.spec.ngram import NgramProposer
@@ -72,7 +73,7 @@ class Engine:
     k: int = 4
     adaptive: bool = True
     load_s: float = 0.0
-    drafter: str = "none"
+    drafter: DrafterSpec = field(default_factory=lambda: DrafterSpec("none", "none"))
     draft_model: llama.Transformer | None = None
     # An EAGLE draft's inference weights (draft_spec.prepare), shared by every fork.
     eagle: Any = None
@@ -150,7 +151,7 @@ class Engine:
 
 def _session(
     model: llama.Transformer,
-    drafter: str,
+    drafter: DrafterSpec,
     sp: SamplingParams,
     draft_model: llama.Transformer | None,
     eagle: Any,
@@ -158,80 +159,41 @@ def _session(
     replies: ReplyIndex | None = None,
 ) -> tuple[ModelTarget, Proposer | None]:
     """A session's target and proposer: fresh caches over shared weights."""
+    t = drafter.tunings
     if eagle is not None:  # the EAGLE draft reads the target's features: built as a pair
         from voicepipe.nn.draft_spec import attach
 
         target, prop = attach(
-            model, eagle, name=drafter, min_path=EAGLE_MIN_PATH, alt_min=EAGLE_ALT_MIN
+            model, eagle, name=drafter.text, min_path=t.eagle_min_path, alt_min=t.eagle_alt_min
         )
-        if drafter.startswith(HYBRID):
-            ngram = NgramProposer(min_n=HYBRID_MIN_N)
+        if drafter.lookup:
             store = None
             if replies is not None:
-                store = ReplyProposer(replies, min_n=STORE_MIN_N, min_path=STORE_MIN_PATH)
+                store = ReplyProposer(replies, min_n=t.store_min_n, min_path=t.store_min_path)
             return target, HybridProposer(
-                ngram, prop, drafter, draft_k=EAGLE_K, store=store,
-                store_first_order=STORE_FIRST_ORDER, store_first_share=STORE_FIRST_SHARE,
+                NgramProposer(min_n=t.lookup_min_n), prop, drafter.text, draft_k=t.eagle_k,
+                store=store, store_first_order=t.store_first_order,
+                store_first_share=t.store_first_share,
             )  # fmt: skip
         return target, prop
-    if drafter.startswith(HYBRID):  # a GGUF draft model behind prompt lookup
-        prop = _proposer(drafter.removeprefix(HYBRID), sp, draft_model)
-        assert prop is not None
-        ctl = CostAwareK(draft_cost, k_max=HYBRID_K_MAX)
-        return ModelTarget(model), HybridProposer(
-            NgramProposer(min_n=HYBRID_MIN_N), prop, drafter, draft_ctl=ctl
-        )
-    return ModelTarget(model), _proposer(drafter, sp, draft_model)
-
-
-def _proposer(
-    drafter: str, sp: SamplingParams, draft_model: llama.Transformer | None
-) -> Proposer | None:
-    if drafter in ("", "none", "off"):
-        return None
-    if drafter == "ngram":
-        return NgramProposer()
+    if drafter.kind == "none":
+        return ModelTarget(model), None
+    if drafter.kind == "ngram":
+        return ModelTarget(model), NgramProposer()
     assert draft_model is not None
-    return ModelProposer(draft_model, sp, name=drafter)
+    prop = ModelProposer(draft_model, sp, name=drafter.name)
+    if drafter.lookup:  # a GGUF draft model behind prompt lookup, priced by its own K
+        ctl = CostAwareK(draft_cost, k_max=t.lookup_k_max)
+        return ModelTarget(model), HybridProposer(
+            NgramProposer(min_n=t.lookup_min_n), prop, drafter.text, draft_ctl=ctl
+        )
+    return ModelTarget(model), prop
 
 
-# "ngram+<draft>": prompt lookup where the context has a match of HYBRID_MIN_N tokens
-# or more (quotes, repeats), the draft (EAGLE or a GGUF model) otherwise. 2, not 3:
-# replayed over 40 held-out prompts and bench llm's grounded set (bench replay), 2
-# gave 1.53x / 1.77x where 3 gave 1.53x / 1.68x with the EAGLE draft.
-HYBRID = "ngram+"
-HYBRID_MIN_N = 2
-EAGLE_K = 3  # the EAGLE draft's longest proposal in the engine
-# ... drafting on only while its own probability of the proposal is ≥ this: replayed
-# over 40 held-out prompts (bench replay), 0.4 gave 1.37x where always drafting 2
-# gave 1.34x and always 3 1.33x.
-EAGLE_MIN_PATH = 0.4
-# ... and each guess's two runner-ups as sibling leaves (a verify row each, no draft
-# step) while the draft's probability of one is ≥ this: where the first guess is
-# wrong the second likeliest token is right a third of the time. A row's price
-# depends on the host: inside real loops ~0.05 decodes while the weight stream is
-# slow (plain decoding ~130 tok/s here), ~0.09-0.13 when it is fast (~200 tok/s),
-# where its products are no longer hidden. Replayed with those prices, 0.15 gives
-# +3 % / +1.4 % over no siblings, 0.05 +5.7 % / -1.5 %; by wall clock (bench draft
-# --siblings 0.15,0.05,off, four runs rotating the order, plain 155-193 tok/s) 0.15
-# gave 1.43x, 0.05 1.39x, none 1.39x.
-EAGLE_ALT_MIN = 0.15
-HYBRID_K_MAX = 6  # prompt lookup's, in the hybrid
-# Where lookup has no match, the draft's reply store (spec.replies) drafts the
-# continuation most of the target's past replies had after the context's longest
-# match of ≥ STORE_MIN_N tokens, while the share of them that agree (multiplied
-# over the tokens) stays ≥ STORE_MIN_PATH; else the EAGLE draft. Replayed on the
-# 40 held-out prompts at real-loop pass prices: 0.5 +10.3 %, 0.7 +8.4 %, 0.8
-# +7.4 % over no store (30 open questions: +3.4 / +1.6 / +1.5 %); min_n 3 and 4
-# gave less (bench replay's hybrid_store_* rows; docs/BENCHMARKS.md, session 10).
-STORE_MIN_N = 2
-STORE_MIN_PATH = 0.5
-# ... and it drafts instead of a lookup match of ≤ STORE_FIRST_ORDER tokens (right
-# 49-54 % of the time) where ≥ STORE_FIRST_SHARE of its occurrences agree on the
-# first token (right ~92 %): replayed +1.3 % on the held-out prompts, +0.2 % on
-# open questions, ±0 on grounded ones (bench replay's hybrid_lookup_first row).
-STORE_FIRST_ORDER = 3
-STORE_FIRST_SHARE = 0.8
+# The drafters' tunings (K ceilings, confidence thresholds, the reply store's rules) live
+# with the parsed drafter setting: voicepipe/spec/drafter.py; the runs that chose them are
+# in docs/BENCHMARKS.md (LLM section).
+TUNINGS = Tunings()
 
 
 _MODELS: dict[tuple[str, str, int], tuple[llama.Transformer, float]] = {}
@@ -326,51 +288,29 @@ def load_engine(
 
     if threads:
         torch.set_num_threads(threads)
+    spec = DrafterSpec.parse(drafter, is_eagle=is_eagle_draft, reply_store=reply_store,
+                             tunings=TUNINGS)
     sp = sampling or SamplingParams()
     get = shared_model if cache else (lambda p, w, n: llama.load(p, w, max_len=n))
     m, load_s = get(gguf_path(model), weights, max_len)
     tok = ChatTokenizer(m.metadata)
     draft = eagle = replies = None
-    name = drafter.removeprefix(HYBRID)
-    if drafter.startswith(HYBRID) and name in ("", "none", "off", "ngram"):
-        raise ValueError(f"drafter {drafter!r}: name a draft model after {HYBRID!r}")
-    if is_eagle_draft(name):
-        eagle = shared_eagle(name, m, cache)
-        if drafter.startswith(HYBRID) and reply_store:  # behind lookup, beside the draft
-            replies = shared_replies(name)
-    elif name not in ("", "none", "off", "ngram"):
-        draft, _ = get(gguf_path(name), draft_weights, m.max_len)
+    if spec.kind == "eagle":
+        eagle = shared_eagle(spec.name, m, cache)
+        if spec.reply_store:  # behind lookup, beside the draft
+            replies = shared_replies(spec.name)
+    elif spec.kind == "model":
+        draft, _ = get(gguf_path(spec.name), draft_weights, m.max_len)
         if draft.args.vocab_size > m.args.vocab_size:
             raise ValueError(f"draft {drafter!r} has a larger vocabulary than the target")
-    verify_cost = 1.5
     draft_cost = 0.0
     if draft is not None:
         # A draft model's step reads its own weights, as the target's reads the
-        # target's: its price per drafted token is the byte ratio (0.35 for the
-        # Qwen 0.5B on the 1.5B; bench llm measured 26 vs 77 ms per token).
+        # target's: its price per drafted token is the byte ratio (docs/BENCHMARKS.md,
+        # cost-aware K).
         draft_cost = (draft.n_params * _BYTES[draft_weights]) / (m.n_params * _BYTES[weights])
-    target, proposer = _session(m, drafter, sp, draft, eagle, draft_cost, replies)
-    if drafter == "ngram":
-        # Prompt lookup costs nothing to draft and proposes no more than its
-        # match's order (spec/ngram.py), and a pass over 2-4 rows costs about one
-        # decode on the fused step (bench llm verify_cost): pausing only lost the
-        # long matches that came after a run of misses.
-        verify_cost = 1.0
-    if eagle is not None:
-        # Measured (docs/BENCHMARKS.md, bench draft): the EAGLE draft's third guess is
-        # right < 10 % of the time, so it drafts at most EAGLE_K, and a third only when
-        # it is sure (EAGLE_MIN_PATH; the hybrid lets prompt lookup go longer); and
-        # speculation never pauses (break-even 0):
-        # pausing below 0.5 accepted per pass (AdaptiveK's default) cost 0.1-0.15x
-        # with this drafter, whose misses come in short runs.
-        k_max = k_max or (HYBRID_K_MAX if drafter.startswith(HYBRID) else EAGLE_K)
-        verify_cost = 1.0
-    elif drafter.startswith(HYBRID):
-        # Lookup proposals are free and the draft model's own CostAwareK pauses it
-        # where it does not pay (spec.hybrid), so the decoder never pauses.
-        k_max = k_max or HYBRID_K_MAX
-        verify_cost = 1.0
+    target, proposer = _session(m, spec, sp, draft, eagle, draft_cost, replies)
     return Engine(
-        m, tok, target, proposer, sp, k, adaptive, load_s, drafter, draft, eagle,
-        k_max or 8, verify_cost, draft_cost, replies, prefix_cache,
+        m, tok, target, proposer, sp, k, adaptive, load_s, spec, draft, eagle,
+        k_max or spec.k_max, spec.verify_cost, draft_cost, replies, prefix_cache,
     )  # fmt: skip
