@@ -21,7 +21,7 @@ from websockets.http11 import Request, Response
 from voicepipe import pipelines
 from voicepipe.config import Config
 from voicepipe.core import protocol as P
-from voicepipe.server import static
+from voicepipe.server import memory, static
 from voicepipe.server.metrics import CONTENT_TYPE, ServerMetrics
 from voicepipe.server.session import Session
 from voicepipe.tracing import Tracer
@@ -129,3 +129,7 @@ class Server:
                     self.tracer.save()
                 except OSError as e:
                     log.warning("cannot write trace %s: %s", self.tracer.path, e)
+            # What the session freed sits in glibc's per-thread arenas: give it back.
+            del session
+            await asyncio.to_thread(memory.release_free_memory)
+            self.metrics.trims.inc()

@@ -63,6 +63,9 @@ class ServerMetrics:
         self.errors = Counter("voicepipe_errors", "Errors sent to clients", ["code"], registry=r)
         self.sessions = Counter("voicepipe_sessions", "Sessions accepted", registry=r)
         self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
+        self.trims = Counter(  # server/memory.py; `bench memory` reads RSS once it counts
+            "voicepipe_memory_trims", "Free memory handed back after a session", registry=r
+        )
         # Last seen playout counters per (session, turn): reports carry running totals.
         self._last_playout: dict[tuple[str, int], dict[str, float]] = {}
 
