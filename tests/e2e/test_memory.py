@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from voicepipe import config
 from voicepipe.audio import read_wav
 from voicepipe.bench.memory import sessions_rss
@@ -27,6 +29,9 @@ SESSIONS = 20
 MARGIN_MB = 120.0
 
 
+# 105-120 s here (2 shared cores, load 3-5); the cause (the session cycles that kept the
+# LLM's KV cache) is also checked by tests/test_pipeline.py (no models) and test_llm_stage.py.
+@pytest.mark.slow
 async def test_rss_levels_off_over_twenty_sessions() -> None:
     c = config.Config()
     # Short replies (still the real LLM, TTS and pacing): the test is about what a session
