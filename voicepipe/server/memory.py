@@ -4,8 +4,8 @@ A session's model steps run on several threads (the event loop's executor,
 PyTorch's, CTranslate2's and onnxruntime's own), so glibc gives them separate
 malloc arenas. What a finished session freed stays inside those arenas: glibc
 returns memory on its own only from the top of a heap, and only past a trim
-threshold that its dynamic mmap threshold raises to tens of MB once a large
-tensor has been freed. Measured on the assistant (docs/BENCHMARKS.md, "Memory
+threshold that can itself rise to 64 MB once large blocks have been freed
+(the dynamic mmap threshold, mallopt(3)). Measured on the assistant (docs/BENCHMARKS.md, "Memory
 per session"): once the session objects themselves were freed, RSS still crept
 up by ~120 MB over the first dozen sessions, all of it free memory inside the
 arenas (``mallinfo2`` ``fordblks``), and ``malloc_trim(0)`` gave it back.
