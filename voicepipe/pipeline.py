@@ -77,7 +77,26 @@ class Pipeline:
         pending = [t for t in self._tasks if not t.done() and t is not current]
         for t in pending:
             t.cancel()
-        for t in pending:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        if pending:
+            # wait(), not ``await t``: re-raised here, each task's CancelledError would carry
+            # this frame (and so the pipeline) in its traceback, and outlive the session.
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait(pending)
         self.done.set()
+        if all(t.done() for t in self._tasks):
+            self._unlink()
+
+    def _unlink(self) -> None:
+        """Cut the links that make a session's objects one reference cycle.
+
+        Neighbouring stages point at each other (``push`` → next ``put``, ``push_upstream``
+        → previous ``put``) and the last one at the sink, whose owner holds this pipeline.
+        Left as they are, a finished session (its LLM's KV cache, ~95 MB, among the rest)
+        waits for a full cyclic collection, which a process holding as many long-lived
+        objects as the models' runs only rarely: memory grew by a session's worth with
+        every session (docs/BENCHMARKS.md, "Memory per session"). Unlinked, reference
+        counting frees it all the moment its owner lets go.
+        """
+        for stage in self.stages:
+            stage.push = stage.push_upstream = _drop
+        self.sink = _drop

@@ -168,8 +168,12 @@ class Stage:
         if work.cancelled():
             return
         exc = work.exception()
+        del work  # the traceback keeps this frame: its locals must not lead back to ``exc``
         if exc is not None:
-            raise exc
+            try:
+                raise exc
+            finally:
+                del exc  # (a cycle through this frame would keep the stage until a full GC)
 
     async def run(self) -> None:
         await self.start()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -376,3 +378,23 @@ async def test_a_failed_tentative_reply_that_is_cancelled_does_not_end_the_sessi
     await _end(stage, task, 30)
     assert [f.values for f in got if isinstance(f, MetricsFrame)] == [{"cancelled": 1}]
     assert [m["role"] for m in stage.messages] == ["system"]
+
+
+async def test_the_engine_a_stage_built_goes_when_it_stops(cfg, engine) -> None:
+    """Its fork's KV cache (~95 MB) must not wait for whoever still holds the stage."""
+    caches = {}
+
+    def until(f: Frame, got: list[Frame]) -> bool:  # the stage is running: note its cache
+        caches.setdefault(stage, weakref.ref(stage.engine.target.cache))
+        return isinstance(f, TextChunk) and f.last
+
+    own = LlmStage(cfg)  # builds its fork in start()
+    given = LlmStage(cfg, engine.fork())  # the caller's: left alone
+    gc.disable()  # reference counting alone must free it
+    try:
+        for stage in (own, given):
+            await _run(stage, [TranscriptFinal(turn_id=1, text="Hi there.")], until)
+        assert own.engine is None and caches[own]() is None
+        assert given.engine is not None and caches[given]() is not None
+    finally:
+        gc.enable()

@@ -31,7 +31,7 @@ from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core import protocol as P
 from voicepipe.core.admission import Admission, Limits, Refusal
-from voicepipe.server import static
+from voicepipe.server import memory, static
 from voicepipe.server.hosts import OwnHosts, is_loopback
 from voicepipe.server.metrics import CONTENT_TYPE, ServerMetrics
 from voicepipe.server.session import Session
@@ -229,3 +229,7 @@ class Server:
                     self.tracer.save()
                 except OSError as e:
                     log.warning("cannot write trace %s: %s", self.tracer.path, e)
+            # What the session freed sits in glibc's per-thread arenas: give it back.
+            del session
+            await asyncio.to_thread(memory.release_free_memory)
+            self.metrics.trims.inc()

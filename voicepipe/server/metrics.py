@@ -65,6 +65,9 @@ class ServerMetrics:
         self.closes = Counter("voicepipe_closes", "Connections closed, by close code",
                               ["code"], registry=r)
         self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
+        self.trims = Counter(  # server/memory.py; `bench memory` reads RSS once it counts
+            "voicepipe_memory_trims", "Free memory handed back after a session", registry=r
+        )
         # Last seen playout counters per (session, turn): reports carry running totals.
         self._last_playout: dict[tuple[str, int], dict[str, float]] = {}
         # What each session has added to the playout counters so far, over all its turns.

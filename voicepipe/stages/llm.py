@@ -136,6 +136,7 @@ class LlmStage(Stage):
         super().__init__(queue_size=16)
         self.cfg = cfg
         self.engine = engine
+        self._owns_engine = engine is None  # built in start(): released in stop()
         self.messages: list[dict[str, str]] = []
         if cfg.llm.system_prompt:
             self.messages.append({"role": "system", "content": cfg.llm.system_prompt})
@@ -202,6 +203,10 @@ class LlmStage(Stage):
     async def stop(self) -> None:
         if self._tentative is not None:
             await self._cancel(self._tentative, "end")
+        if self._owns_engine:
+            # The fork's KV caches (~95 MB) go now, whoever still holds this stage (a
+            # traceback, a test): a finished session must not keep them until a full GC.
+            self.engine = None
 
     async def on_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Interrupt):
