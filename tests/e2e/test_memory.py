@@ -15,8 +15,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pytest
-
 from voicepipe import config
 from voicepipe.audio import read_wav
 from voicepipe.bench.memory import sessions_rss
