@@ -28,6 +28,9 @@ test: setup
 
 lint: $(STAMP)
 	$(BIN)/ruff check voicepipe tests kernels
+	$(BIN)/ruff format --check voicepipe tests kernels
+	$(BIN)/mypy
+	$(BIN)/mypy --strict voicepipe/core voicepipe/spec voicepipe/frames.py
 
 clean:
 	rm -rf $(VENV)

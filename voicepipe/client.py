@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.typing import Origin
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
@@ -265,8 +266,9 @@ class ClientSession:
 
     async def run(self) -> SessionResult:
         res = self.res
+        origin = Origin(self.origin) if self.origin else None
         try:
-            async with connect(self.url, origin=self.origin, compression=None, proxy=None,
+            async with connect(self.url, origin=origin, compression=None, proxy=None,
                                max_size=None, open_timeout=10, close_timeout=2) as ws:
                 try:
                     await self._session(ws)

@@ -136,9 +136,9 @@ class Stage:
                 self._work.cancel()
         elif isinstance(frame, Cancel):
             self.inbox.drop_data(lambda f: f.turn_id != frame.turn_id)
-            busy = self._work is not None and not self._work.done()
-            if busy and self._work_turn == frame.turn_id:
-                self._work.cancel()
+            work = self._work
+            if work is not None and not work.done() and self._work_turn == frame.turn_id:
+                work.cancel()
         await self.on_system(frame)
         await self.push(frame)
         return not isinstance(frame, End)

@@ -225,11 +225,11 @@ def run(args: argparse.Namespace) -> int:
         items = items[: args.n]
     if args.rescore:
         try:
-            out = rescore(json.loads(Path(args.rescore).read_text()), qset)
+            judged = rescore(json.loads(Path(args.rescore).read_text()), qset)
         except (OSError, ValueError, KeyError) as e:
             print(f"voicepipe bench answers: --rescore: {e}", file=sys.stderr)
             return 2
-        print(json.dumps(out, indent=None if args.json else 2))
+        print(json.dumps(judged, indent=None if args.json else 2))
         return 0
     models = [m for m in args.model.split(",") if m] or [cfg.llm.model]
     log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))

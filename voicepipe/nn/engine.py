@@ -181,13 +181,13 @@ def _session(
     if drafter.kind == "ngram":
         return ModelTarget(model), NgramProposer()
     assert draft_model is not None
-    prop = ModelProposer(draft_model, sp, name=drafter.name)
+    model_prop = ModelProposer(draft_model, sp, name=drafter.name)
     if drafter.lookup:  # a GGUF draft model behind prompt lookup, priced by its own K
         ctl = CostAwareK(draft_cost, k_max=t.lookup_k_max)
         return ModelTarget(model), HybridProposer(
-            NgramProposer(min_n=t.lookup_min_n), prop, drafter.text, draft_ctl=ctl
+            NgramProposer(min_n=t.lookup_min_n), model_prop, drafter.text, draft_ctl=ctl
         )
-    return ModelTarget(model), prop
+    return ModelTarget(model), model_prop
 
 
 # The drafters' tunings (K ceilings, confidence thresholds, the reply store's rules) live

@@ -169,7 +169,8 @@ class Server:
         hosts, origins = (request.headers.get_all(h) for h in ("Host", "Origin"))
         if len(hosts) > 1 or len(origins) > 1:
             return static.text_response(400, "more than one Host or Origin header\n")
-        host, origin = (hosts or [None])[0], (origins or [None])[0]
+        host = hosts[0] if hosts else None
+        origin = origins[0] if origins else None
         if static.is_ws_request(request):
             if not self.own_hosts.origin_allowed(origin, self.cfg.server.allowed_origins):
                 log.warning("refused origin %r (host %r)", origin, host)

@@ -194,8 +194,9 @@ class Session:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        if not recv.cancelled() and recv.exception() is not None:
-            raise recv.exception()  # ProtocolError → its close code; ConnectionClosed → quiet
+        exc = None if recv.cancelled() else recv.exception()
+        if exc is not None:
+            raise exc  # ProtocolError → its close code; ConnectionClosed → quiet
 
     async def _receive(self) -> P.Message | P.AudioFrame | None:
         """The next message, checked against the session rules (None: drop it)."""

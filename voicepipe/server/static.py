@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import http
 import mimetypes
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -32,7 +33,8 @@ def web_root(configured: str) -> Path:
     return Path(configured).expanduser().resolve() if configured else DEFAULT_WEB_ROOT
 
 
-def response(status: int, body: bytes, content_type: str, extra: list[tuple[str, str]] = ()
+def response(status: int, body: bytes, content_type: str,
+             extra: Sequence[tuple[str, str]] = ()
              ) -> Response:
     s = http.HTTPStatus(status)
     headers = Headers([

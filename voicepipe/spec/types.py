@@ -31,11 +31,16 @@ class Scores:
 
 
 class Target(Protocol):
-    length: int  # positions held in the target's KV cache
     tree: bool  # optional (absent: False): score() takes parents, and move() exists
 
-    def prefill(self, tokens: list[int]) -> np.ndarray:
-        """Make the cache hold exactly ``tokens``; logits (V,) after the last one."""
+    @property
+    def length(self) -> int:
+        """Positions held in the target's KV cache."""
+        ...
+
+    def prefill(self, tokens: list[int]) -> np.ndarray | None:
+        """Make the cache hold exactly ``tokens``; logits (V,) after the last one (None:
+        the cache starts empty and the first step scores the last token itself)."""
         ...
 
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
