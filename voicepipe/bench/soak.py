@@ -52,13 +52,17 @@ def proc_fds(pid: int) -> int:
 
 def windows(latencies: list[tuple[float, float]], window_s: float,
             total_s: float) -> list[dict[str, Any]]:
-    """Latency percentiles per window: ``latencies`` holds (seconds since start, ms)."""
+    """Latency percentiles per window: ``latencies`` holds (seconds since start, ms).
+    Sessions that end after ``total_s`` (started before it) count in the last window,
+    so no short window of stragglers stands at the end."""
     from voicepipe.tracing import percentile
 
     out = []
     start = 0.0
+    last = max(0.0, total_s - window_s)
     while start < total_s - 1e-9:
-        vals = [ms for t, ms in latencies if start <= t < start + window_s]
+        end = float("inf") if start >= last - 1e-9 else start + window_s
+        vals = [ms for t, ms in latencies if start <= t < end]
         row: dict[str, Any] = {"from_s": round(start, 1), "to_s": round(start + window_s, 1),
                                "sessions": len(vals)}
         if vals:
@@ -167,9 +171,8 @@ async def soak(cfg: Any, *, minutes: float, n_sessions: int, sample_s: float, wi
                         f"RSS {samples[-1]['rss_mb']:.0f} MB, {samples[-1]['fds']} FDs")
 
         await asyncio.gather(sampler(), *(talker(k) for k in range(n_sessions)))
-        total_s = time.monotonic() - t0
     out = summarize(samples, latencies, failed, window_min * 60, total_s)
-    out.update({"pipeline": pipeline, "minutes": round(total_s / 60, 2),
+    out.update({"pipeline": pipeline, "minutes": round(minutes, 2),
                 "concurrent_sessions": n_sessions, "samples": samples})
     return out, samples, latencies
 
