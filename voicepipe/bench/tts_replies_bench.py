@@ -59,8 +59,16 @@ class _Said:
         return np.concatenate(self.audio) if self.audio else np.zeros(0, np.float32)
 
 
-def _score(name: str, rule: str, beta, said: list[_Said], replies: list[dict], asr: str,
-           base_lm: float | None, worst: int) -> dict:  # noqa: ANN001
+def _score(
+    name: str,
+    rule: str,
+    beta,
+    said: list[_Said],
+    replies: list[dict],
+    asr: str,
+    base_lm: float | None,
+    worst: int,
+) -> dict:  # noqa: ANN001
     from voicepipe.core.textnorm import normalize
     from voicepipe.core.wer import dropout, wer
     from voicepipe.roundtrip import transcribe
@@ -73,8 +81,10 @@ def _score(name: str, rule: str, beta, said: list[_Said], replies: list[dict], a
     words = [len(r.split()) for r in refs]
     audio_s = sum(len(s.wave) for s in said) / RATE
     lm_s = sum(s.lm_s for s in said)
-    tot = {k: sum(s.stats.get(k, 0) for s in said) for k in ("drafted", "drafts", "accepted",
-                                                            "target_passes")}
+    tot = {
+        k: sum(s.stats.get(k, 0) for s in said)
+        for k in ("drafted", "drafts", "accepted", "target_passes")
+    }
     order = sorted(range(len(said)), key=lambda i: (-per[i], -words[i]))[:worst]
     return {
         "backend": name,
@@ -92,8 +102,15 @@ def _score(name: str, rule: str, beta, said: list[_Said], replies: list[dict], a
         "audio_s": audio_s,
         "n": len(said),
         "worst": [
-            {"i": i, "wer": per[i], "dropout": drop[i], "words": words[i],
-             "audio_s": len(said[i].wave) / RATE, "ref": refs[i], "hyp": hyps[i]}
+            {
+                "i": i,
+                "wer": per[i],
+                "dropout": drop[i],
+                "words": words[i],
+                "audio_s": len(said[i].wave) / RATE,
+                "ref": refs[i],
+                "hyp": hyps[i],
+            }
             for i in order
         ],  # fmt: skip
     }
@@ -145,7 +162,12 @@ def run_replies(args: argparse.Namespace) -> dict:
 
     if not args.no_hibari:
         emit(_score("hibari", "-", None, _hibari(chunks), replies, asr, None, worst))
-    tts = CodecLMTTS.from_config(args.config, args.model or None)
+    models = None
+    if args.ckpt:  # a training checkpoint, e.g. one trained with the domain corpus
+        from voicepipe.nn.codec_tts import load_training_checkpoints
+
+        models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
+    tts = CodecLMTTS.from_config(args.config, args.model or None, models)
     tts.threads, tts.lm_threads = args.threads, args.lm_threads
     tts.warm_up()
 

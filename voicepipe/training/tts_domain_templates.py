@@ -31,14 +31,30 @@ TITLES = (
     "The Hitchhiker's Guide to the Galaxy|Frankenstein|Les Misérables|Guernica|Rashomon"
 ).split("|")
 FOREIGN = [
-    ("Schadenfreude", "German"), ("déjà vu", "French"), ("ikigai", "Japanese"),
-    ("hygge", "Danish"), ("c'est la vie", "French"), ("mi casa es su casa", "Spanish"),
-    ("wabi-sabi", "Japanese"), ("saudade", "Portuguese"), ("carpe diem", "Latin"),
-    ("dolce far niente", "Italian"), ("Wanderlust", "German"), ("namaste", "Hindi"),
-    ("hakuna matata", "Swahili"), ("fika", "Swedish"), ("bon appétit", "French"),
-    ("gracias", "Spanish"), ("arigato", "Japanese"), ("danke schön", "German"),
-    ("au revoir", "French"), ("ciao", "Italian"), ("sayonara", "Japanese"),
-    ("zeitgeist", "German"), ("tsunami", "Japanese"), ("siesta", "Spanish"),
+    ("Schadenfreude", "German"),
+    ("déjà vu", "French"),
+    ("ikigai", "Japanese"),
+    ("hygge", "Danish"),
+    ("c'est la vie", "French"),
+    ("mi casa es su casa", "Spanish"),
+    ("wabi-sabi", "Japanese"),
+    ("saudade", "Portuguese"),
+    ("carpe diem", "Latin"),
+    ("dolce far niente", "Italian"),
+    ("Wanderlust", "German"),
+    ("namaste", "Hindi"),
+    ("hakuna matata", "Swahili"),
+    ("fika", "Swedish"),
+    ("bon appétit", "French"),
+    ("gracias", "Spanish"),
+    ("arigato", "Japanese"),
+    ("danke schön", "German"),
+    ("au revoir", "French"),
+    ("ciao", "Italian"),
+    ("sayonara", "Japanese"),
+    ("zeitgeist", "German"),
+    ("tsunami", "Japanese"),
+    ("siesta", "Spanish"),
 ]
 PLACES = (
     "Reykjavik|Kyoto|Budapest|Lisbon|Marrakesh|Buenos Aires|Wellington|Kraków|Zürich|"
@@ -57,19 +73,57 @@ ADVICE = (
     "start with small steps|practice a little every day|read the instructions first|"
     "check the weather before you leave|save a little each month|be kind to yourself"
 ).split("|")
-UNITS = ["km", "kg", "mph", "km/h", "°C", "°F", "ml", "L", "cm", "mm", "lbs", "oz", "GB",
-         "MB", "ft", "mi", "m", "g", "kWh", "hrs", "min"]
+UNITS = [
+    "km",
+    "kg",
+    "mph",
+    "km/h",
+    "°C",
+    "°F",
+    "ml",
+    "L",
+    "cm",
+    "mm",
+    "lbs",
+    "oz",
+    "GB",
+    "MB",
+    "ft",
+    "mi",
+    "m",
+    "g",
+    "kWh",
+    "hrs",
+    "min",
+]
 CURRENCY = ["$", "€", "£", "¥"]
-MONTHS = ("January February March April May June July August September October November "
-          "December").split()
-OPEN = ["Sure!", "Of course.", "Great question!", "Absolutely.", "Here you go:", "Certainly.",
-        "Good news:", "In short,", "Yes,", "Well,"]
+MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+OPEN = [
+    "Sure!",
+    "Of course.",
+    "Great question!",
+    "Absolutely.",
+    "Here you go:",
+    "Certainly.",
+    "Good news:",
+    "In short,",
+    "Yes,",
+    "Well,",
+]
 
 
 def _money(r: random.Random) -> str:
     c = r.choice(CURRENCY)
-    v = r.choice([f"{r.randint(1, 99)}", f"{r.randint(1, 999)}.{r.randint(0, 99):02d}",
-                  f"{r.randint(1, 99)},{r.randint(0, 999):03d}", f"{r.randint(1, 9)}.5 million"])
+    v = r.choice(
+        [
+            f"{r.randint(1, 99)}",
+            f"{r.randint(1, 999)}.{r.randint(0, 99):02d}",
+            f"{r.randint(1, 99)},{r.randint(0, 999):03d}",
+            f"{r.randint(1, 9)}.5 million",
+        ]
+    )
     return f"{c}{v}"
 
 
@@ -79,18 +133,30 @@ def _year(r: random.Random) -> str:
 
 def _date(r: random.Random) -> str:
     d, m, y = r.randint(1, 28), r.choice(MONTHS), _year(r)
-    return r.choice([f"{m} {d}, {y}", f"{d} {m} {y}", f"{m} {y}", f"{y}-{MONTHS.index(m) + 1:02d}-{d:02d}"])
+    return r.choice(
+        [f"{m} {d}, {y}", f"{d} {m} {y}", f"{m} {y}", f"{y}-{MONTHS.index(m) + 1:02d}-{d:02d}"]
+    )
 
 
 def _time(r: random.Random) -> str:
     h, mi = r.randint(1, 12), r.choice([0, 5, 15, 30, 45, 50])
-    return r.choice([f"{h}:{mi:02d} {r.choice(['AM', 'PM', 'a.m.', 'p.m.'])}",
-                     f"{r.randint(0, 23)}:{mi:02d}", f"{h} {r.choice(['AM', 'PM'])}"])
+    return r.choice(
+        [
+            f"{h}:{mi:02d} {r.choice(['AM', 'PM', 'a.m.', 'p.m.'])}",
+            f"{r.randint(0, 23)}:{mi:02d}",
+            f"{h} {r.choice(['AM', 'PM'])}",
+        ]
+    )
 
 
 def _qty(r: random.Random) -> str:
-    v = r.choice([str(r.randint(1, 500)), f"{r.randint(0, 99)}.{r.randint(1, 9)}",
-                  f"{r.randint(1, 20)},{r.randint(0, 999):03d}"])
+    v = r.choice(
+        [
+            str(r.randint(1, 500)),
+            f"{r.randint(0, 99)}.{r.randint(1, 9)}",
+            f"{r.randint(1, 20)},{r.randint(0, 999):03d}",
+        ]
+    )
     return f"{v} {r.choice(UNITS)}" if r.random() < 0.6 else f"{v}{r.choice(UNITS)}"
 
 
@@ -118,15 +184,24 @@ def sentence(r: random.Random) -> str:
         lambda: f"The event in {pl} starts on {_date(r)} at {_time(r)}.",
         lambda: f"A ticket to {pl} costs about {_money(r)}, or {_money(r)} in high season.",
         lambda: f"It's about {_qty(r)} from here, which takes roughly {r.randint(2, 59)} min.",
-        lambda: f"Set the oven to {r.randint(150, 250)}°C and bake for {r.randint(10, 60)} minutes.",
+        lambda: (
+            f"Set the oven to {r.randint(150, 250)}°C and bake for {r.randint(10, 60)} minutes."
+        ),
         lambda: f"Prices rose {r.randint(1, 30)}.{r.randint(0, 9)}% in {_year(r)}.",
-        lambda: f"That's the {r.randint(1, 31)}{r.choice(['st', 'nd', 'rd', 'th'])} time this year.",
-        lambda: f"Your appointment with {p} is on {r.choice(MONTHS)} {r.randint(1, 28)} at {_time(r)}.",
+        lambda: (
+            f"That's the {r.randint(1, 31)}{r.choice(['st', 'nd', 'rd', 'th'])} time this year."
+        ),
+        lambda: (
+            f"Your appointment with {p} is on {r.choice(MONTHS)} {r.randint(1, 28)} at {_time(r)}."
+        ),
         lambda: f"{pl} has about {r.randint(1, 20)}.{r.randint(0, 9)} million people.",
         lambda: f"Mix {_qty(r)} of flour with {_qty(r)} of water, e.g. in a large bowl.",
         lambda: _list(r),
         lambda: f"{r.choice(OPEN)} Here are a few tips: {_list(r)}",
-        lambda: f"The temperature in {pl} will be {r.randint(-10, 38)}°C, i.e. about {r.randint(14, 99)}°F.",
+        lambda: (
+            f"The temperature in {pl} will be {r.randint(-10, 38)}°C, "
+            f"i.e. about {r.randint(14, 99)}°F."
+        ),
         lambda: f"Call {p} at {r.randint(200, 999)}-{r.randint(100, 999)}-{r.randint(1000, 9999)}.",
         lambda: f"The {t} premiered in {pl} in {_year(r)} and ran for {r.randint(2, 40)} years.",
     ]
