@@ -5,7 +5,10 @@ held-out prompts. Each reply is spoken the way the pipeline speaks it: chunk
 by chunk as the LLM stage handed them to the TTS, each chunk through the text
 front-end (``core.textnorm.normalize``, ``[tts] normalize``); the chunks' audio
 is concatenated and the whole reply transcribed by ``--asr-model`` (Whisper
-base by default, a stronger judge than the pipeline's tiny.en). WER is scored
+base by default, a stronger judge than the pipeline's tiny.en), in pieces cut
+at chunk boundaries of at most ``ASR_WINDOW_S`` (Whisper's 30-s windows
+otherwise drop text at their boundaries: an artefact of the judge, not of the
+TTS). WER is scored
 as `bench textnorm` scores it: reference (the reply as written) and transcript
 both through the front-end, then ``core.wer`` ("1969" = "nineteen sixty-nine").
 
@@ -28,6 +31,10 @@ import time
 import numpy as np
 
 RATE = 22050
+# Whisper reads 30-s windows; on a longer reply it can skip the text around a window
+# boundary (hibari's own 40-s reply lost 21 % of its words so, and none when cut at
+# chunk boundaries), so the judge hears a reply in pieces of at most this many seconds.
+ASR_WINDOW_S = 25.0
 
 
 def _opts(**kw):  # noqa: ANN003, ANN202 - the codec LM's per-call options, in one place
@@ -58,6 +65,16 @@ class _Said:
     def wave(self) -> np.ndarray:
         return np.concatenate(self.audio) if self.audio else np.zeros(0, np.float32)
 
+    def windows(self, max_s: float = ASR_WINDOW_S) -> list[np.ndarray]:
+        """The reply's audio cut at chunk boundaries into pieces of at most ``max_s``
+        (a single longer chunk stays whole), for the judge to transcribe one by one."""
+        out: list[list[np.ndarray]] = [[]]
+        for a in self.audio:
+            if out[-1] and (sum(map(len, out[-1])) + len(a)) / RATE > max_s:
+                out.append([])
+            out[-1].append(a)
+        return [np.concatenate(w) for w in out if w]
+
 
 def _score(
     name: str,
@@ -73,7 +90,7 @@ def _score(
     from voicepipe.core.wer import dropout, wer
     from voicepipe.roundtrip import transcribe
 
-    hyps = [transcribe(s.wave, RATE, model=asr) for s in said]
+    hyps = [" ".join(transcribe(w, RATE, model=asr) for w in s.windows()) for s in said]
     refs = [normalize(r["reply"]) for r in replies]
     spoken = [normalize(h) for h in hyps]
     per = [wer(a, b) for a, b in zip(refs, spoken, strict=True)]
