@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from voicepipe.nn.codec_lm import CodecLM, ModelArgs, corrupt_prev, init_weights, lm_loss
-from voicepipe.nn.codec_tts import CodecLMScorer
+from voicepipe.nn.codec_tts import CodecLMTarget
 from voicepipe.nn.duration import DurArgs, DurationPredictor, duration_loss
 from voicepipe.nn.phonemes import LOOKAHEAD, align, n_frames_for
 
@@ -96,6 +96,20 @@ def test_kv_cache_matches_full_pass_single_and_multi_step() -> None:
             m(x[:, :1], cond[:, :1], pos=0)  # the model holds no cache of its own
 
 
+class CodecLMScorer:
+    """The target seen as the decoder uses it: the logits at positions len(hist)… given
+    the drafts, after rolling its cache back to what still matches [bos, *hist]."""
+
+    def __init__(self, m, cond) -> None:
+        self.t = CodecLMTarget(m, cond)
+
+    def score(self, hist: list[int], drafts: np.ndarray) -> np.ndarray:
+        wanted = [self.t.bos, *hist]
+        self.t.rollback(min(self.t._valid(wanted), len(wanted) - 1))
+        fed = wanted[self.t.length:] + [int(d) for d in drafts]
+        return self.t.score(fed).logits[-(len(drafts) + 1):]
+
+
 def test_interleaved_utterances_share_one_model() -> None:
     """Two scorers (two sessions) over the same weights, stepped alternately, each give
     exactly what it gives alone: the decoding state lives outside the model."""
@@ -130,7 +144,7 @@ def test_scorer_reuses_prefix_and_matches_full_pass() -> None:
         atol=1e-4,
         rtol=1e-4,
     )
-    deep = sc.deep([0], [11])
+    deep = sc.t.levels([11])  # the codebook levels of one emitted frame
     assert deep.shape == (1, 3) and deep[0, 0] == 11
 
 

@@ -285,6 +285,17 @@ def plot(result: dict, path: str) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
+    if args.make_replies:
+        from voicepipe.bench.tts_replies import make_replies
+
+        print(make_replies(args.config, args.make_replies, limit=args.sentences))
+        return 0
+    if args.set == "replies":
+        from voicepipe.bench.tts_replies_bench import run_replies
+
+        result = run_replies(args)
+        print(json.dumps(result) if args.json else json.dumps(result["rows"], indent=1))
+        return 0
     if args.memory:
         mem = memory(args.config, args.memory)
         print(
@@ -346,4 +357,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-hibari", action="store_true", help="skip the hibari baseline row")
     p.add_argument("--plot", default="", help="write a speedup/WER-vs-β PNG here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--set",
+        choices=["heldout", "replies"],
+        default="heldout",
+        help="heldout: corpus sentences like the training set (default); replies: the "
+        "assistant's own replies to held-out prompts (bench/tts_replies.py), judged by "
+        "--asr-model",
+    )
+    p.add_argument(
+        "--replies-model",
+        default="",
+        help="--set replies: whose replies (default qwen2.5-coder-1.5b's if stored, else "
+        "smollm2-135m's)",
+    )
+    p.add_argument(
+        "--asr-model",
+        default="whisper-base",
+        help="--set replies: the judging ASR model (default whisper-base)",
+    )
+    p.add_argument(
+        "--make-replies",
+        default="",
+        metavar="MODEL",
+        help="generate (or resume) MODEL's stored replies for --set replies, then exit",
+    )
     p.set_defaults(func=_handler)

@@ -74,3 +74,50 @@ def wer(refs: list[str] | str, hyps: list[str] | str) -> float:
         edits += edit_distance(rw, hw)
         words += len(rw)
     return edits / max(words, 1)
+
+
+def unmatched_runs(ref: list[str], hyp: list[str]) -> list[int]:
+    """Lengths of the runs of consecutive reference words a minimum-edit alignment leaves
+    unmatched (deleted or substituted), in order."""
+    n, m = len(ref), len(hyp)
+    d = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        d[i][0] = i
+    for j in range(m + 1):
+        d[0][j] = j
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            sub = d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1])
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, sub)
+    matched = [False] * n
+    i, j = n, m
+    while i > 0 and j > 0:  # backtrace, preferring a match
+        if ref[i - 1] == hyp[j - 1] and d[i][j] == d[i - 1][j - 1]:
+            matched[i - 1] = True
+            i, j = i - 1, j - 1
+        elif d[i][j] == d[i - 1][j - 1] + 1:
+            i, j = i - 1, j - 1
+        elif d[i][j] == d[i - 1][j] + 1:
+            i -= 1
+        else:
+            j -= 1
+    runs, cur = [], 0
+    for ok in matched:
+        if ok:
+            if cur:
+                runs.append(cur)
+            cur = 0
+        else:
+            cur += 1
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def dropout(ref: str, hyp: str, min_run: int = 5) -> float:
+    """Share of the reference's words lost in runs of >= ``min_run`` consecutive words the
+    transcript does not have (after ``normalize``): whole phrases or sentences that could
+    not be heard, as opposed to scattered word errors."""
+    rw, hw = normalize(ref).split(), normalize(hyp).split()
+    lost = sum(r for r in unmatched_runs(rw, hw) if r >= min_run)
+    return lost / max(len(rw), 1)

@@ -1,6 +1,10 @@
 """`voicepipe train tts`: train the codec LM (target + draft together) or the duration predictor.
 
-Data: $VOICEPIPE_HOME/data/tts (``voicepipe train tts-data --codes``). Runs under
+Data: $VOICEPIPE_HOME/data/tts (``voicepipe train tts-data --codes``), plus with
+``--more-data DIR[,DIR]`` other directories in the same layout, such as the
+domain corpus of ``voicepipe train tts-domain`` (assistant replies, numbers,
+names, lists; encode its codes first with ``voicepipe train tts-data
+--codes-only --out DIR``). Runs under
 $VOICEPIPE_HOME/runs/tts/<run>/: ``latest.pt`` (every --ckpt-min minutes, resumed
 automatically), ``step<N>.pt`` snapshots (every --snapshot-min), ``loss.jsonl``.
 The learning rate follows a cosine over a wall-clock budget (--minutes), since
@@ -160,6 +164,12 @@ def train(args: argparse.Namespace) -> int:
                  f"{sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params")
 
     utts = load_utterances(root, args.n_q, need_codes=what != "duration")
+    for extra in (Path(d) for d in args.more_data.split(",") if d):
+        # More data sets in the same layout (e.g. `voicepipe train tts-domain`'s replies,
+        # encoded with `voicepipe train tts-data --codes-only --out DIR`).
+        more = load_utterances(extra, args.n_q, need_codes=what != "duration")
+        log.info("%s: %d more training utterances", extra, len(more))
+        utts += more
     if not utts:
         raise SystemExit(f"no training utterances with codes under {root}; run "
                          "`voicepipe train tts-data --codes` first")
@@ -242,6 +252,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--what", choices=["lm", "duration"], default="lm")
     p.add_argument("--run", default="lm", help="run name (directory under runs/tts)")
     p.add_argument("--data", default="", help="data directory (default $VOICEPIPE_HOME/data/tts)")
+    p.add_argument(
+        "--more-data",
+        default="",
+        metavar="DIR[,DIR]",
+        help="also train on these data directories (same layout, codes encoded), e.g. "
+        "$VOICEPIPE_HOME/data/tts_domain from `voicepipe train tts-domain`",
+    )
     p.add_argument("--minutes", type=float, default=90.0, help="wall-clock budget (LR schedule)")
     p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: budget only)")
     p.add_argument("--n-q", type=int, default=4, help="codec levels the target predicts")
