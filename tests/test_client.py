@@ -61,7 +61,7 @@ def test_make_playout_honours_the_seam(name: str) -> None:
     p = make_playout(name, config.Config(), RATE)
     ref = np.concatenate([_frame(i) for i in range(10)])
     for i in range(10):
-        p.push(i, i * FRAME, ref[i * FRAME:(i + 1) * FRAME], i * 20 * MS, reply=1, last=i == 9)
+        p.push(i, i * FRAME, ref[i * FRAME : (i + 1) * FRAME], i * 20 * MS, reply=1, last=i == 9)
     played = [p.pull(160, (5 + 10 * k) * MS) for k in range(40)]
     assert p.playouts[1].done and p.playouts[1].played_samples == len(ref)
     assert p.playouts[1].first_play_ns is not None

@@ -35,8 +35,12 @@ def test_unknown_key_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "override, key",
-    [("llm.spec_k=four", "llm.spec_k"), ("tts.beta=high", "tts.beta"),
-     ("llm.adaptive_k=maybe", "llm.adaptive_k"), ("server.port=1.5", "server.port")],
+    [
+        ("llm.spec_k=four", "llm.spec_k"),
+        ("tts.beta=high", "tts.beta"),
+        ("llm.adaptive_k=maybe", "llm.adaptive_k"),
+        ("server.port=1.5", "server.port"),
+    ],
 )
 def test_bad_value_is_named(override: str, key: str) -> None:
     with pytest.raises(config.ConfigError, match=key.replace(".", r"\.")):
@@ -53,15 +57,18 @@ def test_bad_value_in_file_is_named(tmp_path: Path) -> None:
 def test_overrides_and_file_order(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
     p.write_text("[llm]\nspec_k = 6\n[server]\nallowed_origins = ['http://a']\n")
-    cfg = config.load(p, ["llm.spec_k=8", "tts.beta=0.5", "server.allowed_origins=http://x,http://y"])
+    cfg = config.load(
+        p, ["llm.spec_k=8", "tts.beta=0.5", "server.allowed_origins=http://x,http://y"]
+    )
     assert cfg.llm.spec_k == 8 and cfg.tts.beta == 0.5
     assert cfg.server.allowed_origins == ["http://x", "http://y"]
     assert config.load(p).llm.spec_k == 6
 
 
 def test_split_overrides() -> None:
-    rest, ov = config.split_overrides(["serve", "--llm.spec_k", "3", "--port", "1",
-                                       "--tts.beta=0.1"])
+    rest, ov = config.split_overrides(
+        ["serve", "--llm.spec_k", "3", "--port", "1", "--tts.beta=0.1"]
+    )
     assert rest == ["serve", "--port", "1"] and ov == ["llm.spec_k=3", "tts.beta=0.1"]
 
 

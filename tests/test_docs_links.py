@@ -11,8 +11,13 @@ CITED = re.compile(r"(?<![\w/.])((?:docs|models|configs)/[\w./-]+\.(?:md|toml))"
 
 
 def _tracked() -> list[Path]:
-    out = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.toml", "*.js", "*.html"],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files", "*.py", "*.md", "*.toml", "*.js", "*.html"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [ROOT / p for p in out.split()]
 
 

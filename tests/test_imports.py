@@ -17,9 +17,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "voicepipe"
 PURE = ("core", "spec")
 FORBIDDEN = (
-    "voicepipe.nn", "voicepipe.stages", "voicepipe.server", "voicepipe.pipelines",
-    "voicepipe.bench", "voicepipe.training", "voicepipe.commands", "voicepipe.client",
-    "voicepipe.pipeline", "voicepipe.stage", "torch", "asyncio", "socket", "websockets",
+    "voicepipe.nn",
+    "voicepipe.stages",
+    "voicepipe.server",
+    "voicepipe.pipelines",
+    "voicepipe.bench",
+    "voicepipe.training",
+    "voicepipe.commands",
+    "voicepipe.client",
+    "voicepipe.pipeline",
+    "voicepipe.stage",
+    "torch",
+    "asyncio",
+    "socket",
+    "websockets",
 )
 
 
@@ -43,14 +54,20 @@ def _bad(name: str) -> bool:
 def test_pure_packages_import_no_io_and_no_models(package: str) -> None:
     files = sorted((ROOT / package).glob("*.py"))
     assert files
-    bad = [f"{p.relative_to(ROOT.parent)}:{line} imports {name}"
-           for p in files for line, name in _imports(p) if _bad(name)]
+    bad = [
+        f"{p.relative_to(ROOT.parent)}:{line} imports {name}"
+        for p in files
+        for line, name in _imports(p)
+        if _bad(name)
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_the_rule_catches_what_it_forbids(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
-    f.write_text("import numpy\ndef f():\n    from voicepipe.nn import llama\n"
-                 "from voicepipe.core import protocol\nimport asyncio.tasks\n")
+    f.write_text(
+        "import numpy\ndef f():\n    from voicepipe.nn import llama\n"
+        "from voicepipe.core import protocol\nimport asyncio.tasks\n"
+    )
     names = [n for _, n in _imports(f) if _bad(n)]
     assert sorted(names) == ["asyncio.tasks", "voicepipe.nn", "voicepipe.nn.llama"]

@@ -64,27 +64,33 @@ async def test_sdk_realtime_client_round_trip() -> None:
             assert created.type == "session.created"
             assert created.session.audio.input.format.rate == 24000
 
-            await conn.session.update(session={
-                "type": "realtime", "instructions": "Answer in French.",
-                "audio": {"input": {"turn_detection": None}}})
+            await conn.session.update(
+                session={
+                    "type": "realtime",
+                    "instructions": "Answer in French.",
+                    "audio": {"input": {"turn_detection": None}},
+                }
+            )
             updated, _ = await _until(conn, "session.updated")
             assert updated.session.instructions == "Answer in French."
             assert updated.session.audio.input.turn_detection is None
 
             await conn.input_audio_buffer.append(
-                audio=base64.b64encode(bytes(24000 * 2 // 5)).decode())  # 200 ms
+                audio=base64.b64encode(bytes(24000 * 2 // 5)).decode()
+            )  # 200 ms
             await conn.input_audio_buffer.commit()
-            done, seen = await _until(
-                conn, "conversation.item.input_audio_transcription.completed")
+            done, seen = await _until(conn, "conversation.item.input_audio_transcription.completed")
             committed = next(e for e in seen if e.type == "input_audio_buffer.committed")
             assert done.item_id == committed.item_id and done.transcript == "hello"
 
             await conn.response.create()
             finished, seen = await _until(conn, "response.done")
-            audio = b"".join(base64.b64decode(e.delta) for e in seen
-                             if e.type == "response.output_audio.delta")
-            transcript = "".join(e.delta for e in seen
-                                 if e.type == "response.output_audio_transcript.delta")
+            audio = b"".join(
+                base64.b64decode(e.delta) for e in seen if e.type == "response.output_audio.delta"
+            )
+            transcript = "".join(
+                e.delta for e in seen if e.type == "response.output_audio_transcript.delta"
+            )
             assert audio == REPLY_PCM and transcript == REPLY
             assert finished.response.status == "completed"
             assert finished.response.usage.output_tokens == 8
@@ -92,8 +98,9 @@ async def test_sdk_realtime_client_round_trip() -> None:
             assert item.content[0].transcript == REPLY
 
             # Barge-in after the fact: only 100 of the 300 ms were played.
-            await conn.conversation.item.truncate(item_id=item.id, content_index=0,
-                                                  audio_end_ms=100)
+            await conn.conversation.item.truncate(
+                item_id=item.id, content_index=0, audio_end_ms=100
+            )
             truncated, _ = await _until(conn, "conversation.item.truncated")
             assert truncated.audio_end_ms == 100
             await conn.conversation.item.retrieve(item_id=item.id)

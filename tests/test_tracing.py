@@ -16,8 +16,14 @@ from voicepipe.frames import SpanFrame
 def _tracer() -> tracing.Tracer:
     tr = tracing.Tracer()
     for i in range(100):
-        tr.record("llm.ttft", 1_000_000 * i, 1_000_000 * i + (i + 1) * 1_000_000, turn_id=i,
-                  session="s1", tokens=3)
+        tr.record(
+            "llm.ttft",
+            1_000_000 * i,
+            1_000_000 * i + (i + 1) * 1_000_000,
+            turn_id=i,
+            session="s1",
+            tokens=3,
+        )
     tr.add(SpanFrame(turn_id=1, name="asr.final", start_ns=0, end_ns=250_000_000), session="s2")
     tr.record("custom.thing", 0, 5_000_000)
     return tr
@@ -44,8 +50,9 @@ def test_export_round_trip(tmp_path: Path, suffix: str) -> None:
     path = tr.save(tmp_path / f"trace{suffix}")
     assert path is not None
     back = tracing.load(path)
-    assert sorted((s.name, s.turn_id, s.session, round(s.duration_ms, 3)) for s in back) == \
-        sorted((s.name, s.turn_id, s.session, round(s.duration_ms, 3)) for s in tr.spans)
+    assert sorted((s.name, s.turn_id, s.session, round(s.duration_ms, 3)) for s in back) == sorted(
+        (s.name, s.turn_id, s.session, round(s.duration_ms, 3)) for s in tr.spans
+    )
     again, before = tracing.summarize(back), tr.summary()
     assert list(again) == list(before)
     for name in before:

@@ -49,8 +49,15 @@ class ReplyPlayout:
 class Playout(Protocol):
     playouts: dict[int, Any]  # turn_id → object with first_play_ns, played_samples, done
 
-    def push(self, seq: int, media_ts: int, pcm: np.ndarray, now_ns: int, reply: int = 0,
-             last: bool = False) -> None: ...
+    def push(
+        self,
+        seq: int,
+        media_ts: int,
+        pcm: np.ndarray,
+        now_ns: int,
+        reply: int = 0,
+        last: bool = False,
+    ) -> None: ...
     def end_reply(self, reply: int) -> None: ...
     def clear(self, upto_reply: int | None = None) -> None: ...
     def pull(self, n: int, now_ns: int) -> np.ndarray: ...
@@ -74,8 +81,15 @@ class FifoPlayout:
         self.dry = False
         self.c = dict(underruns=0, concealed=0, played=0, late=0)
 
-    def push(self, seq: int, media_ts: int, pcm: np.ndarray, now_ns: int, reply: int = 0,
-             last: bool = False) -> None:
+    def push(
+        self,
+        seq: int,
+        media_ts: int,
+        pcm: np.ndarray,
+        now_ns: int,
+        reply: int = 0,
+        last: bool = False,
+    ) -> None:
         if reply <= self.cleared_upto:
             self.c["late"] += 1
             return
@@ -95,8 +109,10 @@ class FifoPlayout:
         for t, pl in self.playouts.items():
             if not keep(t):
                 pl.done = True
-        self.cleared_upto = max(self.cleared_upto, upto_reply if upto_reply is not None
-                                else max(self.playouts, default=-1))
+        self.cleared_upto = max(
+            self.cleared_upto,
+            upto_reply if upto_reply is not None else max(self.playouts, default=-1),
+        )
         if self.cur is not None and not keep(self.cur):
             self.cur = None
 
@@ -127,7 +143,7 @@ class FifoPlayout:
             self.dry = False
             turn, pcm = self.queue[0]
             take = min(n - k, len(pcm))
-            out[k:k + take] = pcm[:take]
+            out[k : k + take] = pcm[:take]
             pl = self.playouts[turn]
             if pl.first_play_ns is None:
                 pl.first_play_ns = now_ns + k * 1_000_000_000 // self.rate
@@ -218,18 +234,28 @@ class SessionResult:
             "session": self.index,
             "session_id": self.session_id,
             "ok": self.done and not self.error,
-            "transcript": " ".join(x.transcript for _, x in sorted(self.turns.items())
-                                   if x.transcript).strip(),
-            "reply_text": " ".join(x.reply_text.strip() for _, x in sorted(self.turns.items())
-                                   if x.reply_text.strip()),
+            "transcript": " ".join(
+                x.transcript for _, x in sorted(self.turns.items()) if x.transcript
+            ).strip(),
+            "reply_text": " ".join(
+                x.reply_text.strip() for _, x in sorted(self.turns.items()) if x.reply_text.strip()
+            ),
             "reply_audio_s": len(self.reply_audio()) / rate,
             "input_audio_s": self.input_audio_s,
             # mean over turns when there are several; per turn below
             "latency_ms": {k: float(np.mean(v)) for k, v in latency.items()},
             "jitter": self.jitter,
-            "turns": [{"turn_id": t, "transcript": x.transcript, "reply_text": x.reply_text,
-                       "reply_audio_s": len(x.audio()) / rate, "interrupted": x.interrupted,
-                       "latency_ms": x.latency_ms} for t, x in sorted(self.turns.items())],
+            "turns": [
+                {
+                    "turn_id": t,
+                    "transcript": x.transcript,
+                    "reply_text": x.reply_text,
+                    "reply_audio_s": len(x.audio()) / rate,
+                    "interrupted": x.interrupted,
+                    "latency_ms": x.latency_ms,
+                }
+                for t, x in sorted(self.turns.items())
+            ],
             "errors": self.errors,
             "close_code": self.close_code,
             "close_reason": self.close_reason,
@@ -240,11 +266,24 @@ class SessionResult:
 class ClientSession:
     """Stream ``pcm`` (float32 mono at ``sample_rate``) to ``url`` and collect the replies."""
 
-    def __init__(self, url: str, pcm: np.ndarray, sample_rate: int, cfg: Config, *,
-                 speed: float = 1.0, output_sample_rate: int = 0, token: str = "",
-                 playout: str = "adaptive", trailing_silence_s: float = 1.0,
-                 timeout_s: float = 60.0, index: int = 0, origin: str | None = None,
-                 barge_in: np.ndarray | None = None, barge_in_after_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        pcm: np.ndarray,
+        sample_rate: int,
+        cfg: Config,
+        *,
+        speed: float = 1.0,
+        output_sample_rate: int = 0,
+        token: str = "",
+        playout: str = "adaptive",
+        trailing_silence_s: float = 1.0,
+        timeout_s: float = 60.0,
+        index: int = 0,
+        origin: str | None = None,
+        barge_in: np.ndarray | None = None,
+        barge_in_after_s: float = 1.0,
+    ) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
         self.url, self.cfg, self.speed, self.token = url, cfg, speed, token
@@ -258,8 +297,11 @@ class ClientSession:
         self.origin = origin
         self.res = SessionResult(index=index, input_audio_s=len(pcm) / sample_rate)
         # Barge-in: once a reply has played this long, speak ``barge_in`` over it.
-        self.barge_in = None if barge_in is None else np.concatenate(
-            [np.asarray(barge_in, np.float32).reshape(-1), tail])
+        self.barge_in = (
+            None
+            if barge_in is None
+            else np.concatenate([np.asarray(barge_in, np.float32).reshape(-1), tail])
+        )
         self.barge_in_after_s = barge_in_after_s
         self._received_all = asyncio.Event()
         self.rules = ClientRules()  # what the server may send when (core/session_rules.py)
@@ -268,8 +310,15 @@ class ClientSession:
         res = self.res
         origin = Origin(self.origin) if self.origin else None
         try:
-            async with connect(self.url, origin=origin, compression=None, proxy=None,
-                               max_size=None, open_timeout=10, close_timeout=2) as ws:
+            async with connect(
+                self.url,
+                origin=origin,
+                compression=None,
+                proxy=None,
+                max_size=None,
+                open_timeout=10,
+                close_timeout=2,
+            ) as ws:
                 try:
                     await self._session(ws)
                 finally:
@@ -287,8 +336,12 @@ class ClientSession:
         return res
 
     async def _session(self, ws: Any) -> None:
-        hello = P.Hello(sample_rate=self.rate, output_sample_rate=self.out_rate,
-                        token=self.token, client="voicepipe-client")
+        hello = P.Hello(
+            sample_rate=self.rate,
+            output_sample_rate=self.out_rate,
+            token=self.token,
+            client="voicepipe-client",
+        )
         await ws.send(P.encode_message(hello))
         try:
             ack = self.rules.receive(P.decode(await asyncio.wait_for(ws.recv(), self.timeout_s)))
@@ -302,8 +355,11 @@ class ClientSession:
         assert isinstance(ack, P.HelloAck)
         self.res.session_id, self.res.output_sample_rate = ack.session_id, ack.output_sample_rate
         self.playout = make_playout(self.playout_name, self.cfg, ack.output_sample_rate)
-        tasks = [asyncio.create_task(self._send(ws)), asyncio.create_task(self._recv(ws)),
-                 asyncio.create_task(self._speak(ws))]
+        tasks = [
+            asyncio.create_task(self._send(ws)),
+            asyncio.create_task(self._recv(ws)),
+            asyncio.create_task(self._speak(ws)),
+        ]
         budget = len(self.pcm) / self.rate / self.speed + self.timeout_s
         try:
             await asyncio.wait_for(asyncio.gather(*tasks[1:]), budget)
@@ -323,13 +379,16 @@ class ClientSession:
         async def send(pcm: np.ndarray) -> None:
             nonlocal sent, seq
             for start in range(0, len(pcm), step):
-                chunk = P.pcm16_from_float(pcm[start:start + step])
+                chunk = P.pcm16_from_float(pcm[start : start + step])
                 # Like a microphone: a frame exists only once its last sample was captured.
                 due = t0 + (sent + len(chunk)) * 1e9 / (self.rate * self.speed)
                 if (wait := (due - now_ns()) / 1e9) > 0:
                     await asyncio.sleep(wait)
-                await ws.send(P.encode_audio(P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq,
-                                                          media_ts=sent, pcm=chunk)))
+                await ws.send(
+                    P.encode_audio(
+                        P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq, media_ts=sent, pcm=chunk)
+                    )
+                )
                 sent += len(chunk)
                 seq += 1
 
@@ -347,8 +406,11 @@ class ClientSession:
     def _reply_played(self, seconds: float) -> bool:
         pl = self.playout
         rate = self.res.output_sample_rate
-        return pl is not None and rate > 0 and any(
-            r.played_samples >= seconds * rate for r in pl.playouts.values())
+        return (
+            pl is not None
+            and rate > 0
+            and any(r.played_samples >= seconds * rate for r in pl.playouts.values())
+        )
 
     async def _recv(self, ws: Any) -> None:
         res, playout = self.res, self.playout
@@ -377,8 +439,16 @@ class ClientSession:
                         continue  # the server's estimate; we measure the whole span below
                     res.turn(t).latency_ms[msg.name] = msg.duration_ms
                     start = round(msg.start_ms * 1e6)
-                    res.spans.append(SpanRecord(msg.name, start, start + round(msg.duration_ms
-                                                * 1e6), t, res.session_id, dict(msg.attrs)))
+                    res.spans.append(
+                        SpanRecord(
+                            msg.name,
+                            start,
+                            start + round(msg.duration_ms * 1e6),
+                            t,
+                            res.session_id,
+                            dict(msg.attrs),
+                        )
+                    )
                 elif isinstance(msg, P.InterruptMsg):
                     playout.clear(upto_reply=msg.turn_id - 1)
                 elif isinstance(msg, P.Error):
@@ -409,9 +479,15 @@ class ClientSession:
                 state = (pl.first_play_ns is not None, bool(pl.done))
                 if state != reported.get(t, (False, False)) and state[0]:
                     reported[t] = state
-                    msg = P.Playback(turn_id=t, played_samples=pl.played_samples, sample_rate=rate,
-                                     first_play_ms=pl.first_play_ns / 1e6, now_ms=now_ns() / 1e6,
-                                     done=state[1], counters=_floats(playout.stats(due)))
+                    msg = P.Playback(
+                        turn_id=t,
+                        played_samples=pl.played_samples,
+                        sample_rate=rate,
+                        first_play_ms=pl.first_play_ns / 1e6,
+                        now_ms=now_ns() / 1e6,
+                        done=state[1],
+                        counters=_floats(playout.stats(due)),
+                    )
                     with contextlib.suppress(ConnectionClosed):
                         await ws.send(P.encode_message(msg))
             if self._received_all.is_set():
@@ -436,24 +512,41 @@ class ClientSession:
                     # when the client sent the last speech sample → when the reply was heard
                     end_ns = res.first_send_ns + round(turn.speech_end_ms * 1e6 / self.speed)
                     turn.latency_ms[E2E_VOICE_TO_VOICE] = (first - end_ns) / 1e6
-                    res.spans.append(SpanRecord(E2E_VOICE_TO_VOICE, end_ns, first, t,
-                                                res.session_id, {"measured_by": "client"}))
+                    res.spans.append(
+                        SpanRecord(
+                            E2E_VOICE_TO_VOICE,
+                            end_ns,
+                            first,
+                            t,
+                            res.session_id,
+                            {"measured_by": "client"},
+                        )
+                    )
         if res.first_play_ns is not None and res.first_send_ns is not None and res.turns:
             first_turn = res.turns[min(res.turns)]
             first_turn.latency_ms["client.first_audio"] = (
-                res.first_play_ns - res.first_send_ns) / 1e6
+                res.first_play_ns - res.first_send_ns
+            ) / 1e6
 
 
 def _floats(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, (int, float))}
 
 
-async def run_sessions(url: str, pcm: np.ndarray, sample_rate: int, cfg: Config, *,
-                       concurrency: int = 1, tracer: Tracer | None = None,
-                       **kwargs: Any) -> list[SessionResult]:
+async def run_sessions(
+    url: str,
+    pcm: np.ndarray,
+    sample_rate: int,
+    cfg: Config,
+    *,
+    concurrency: int = 1,
+    tracer: Tracer | None = None,
+    **kwargs: Any,
+) -> list[SessionResult]:
     """``concurrency`` sessions with the same audio at once (the load driver)."""
-    sessions = [ClientSession(url, pcm, sample_rate, cfg, index=i, **kwargs)
-                for i in range(concurrency)]
+    sessions = [
+        ClientSession(url, pcm, sample_rate, cfg, index=i, **kwargs) for i in range(concurrency)
+    ]
     results = await asyncio.gather(*(s.run() for s in sessions))
     if tracer is not None:
         for r in results:

@@ -39,8 +39,16 @@ class LockedPlayout:
         return locked
 
 
-async def talk(cfg: Config, sd: Any, *, url: str | None, pipeline: str | None, rate: int,
-               input_device: Any = None, output_device: Any = None) -> int:
+async def talk(
+    cfg: Config,
+    sd: Any,
+    *,
+    url: str | None,
+    pipeline: str | None,
+    rate: int,
+    input_device: Any = None,
+    output_device: Any = None,
+) -> int:
     server = None
     if url is None:
         from voicepipe.server.app import Server
@@ -55,8 +63,9 @@ async def talk(cfg: Config, sd: Any, *, url: str | None, pipeline: str | None, r
             await server.close()
 
 
-async def _session(cfg: Config, sd: Any, url: str, rate: int, input_device: Any,
-                   output_device: Any) -> int:
+async def _session(
+    cfg: Config, sd: Any, url: str, rate: int, input_device: Any, output_device: Any
+) -> int:
     loop = asyncio.get_running_loop()
     out_rate = int(sd.query_devices(output_device, kind="output")["default_samplerate"])
     mic: asyncio.Queue[np.ndarray] = asyncio.Queue(maxsize=200)
@@ -68,26 +77,50 @@ async def _session(cfg: Config, sd: Any, url: str, rate: int, input_device: Any,
             loop.call_soon_threadsafe(_offer, mic, pcm)
 
     async with connect(url, max_size=cfg.server.max_message_bytes) as ws:
-        await ws.send(P.encode_message(P.Hello(sample_rate=rate, output_sample_rate=out_rate,
-                                               token=cfg.server.auth_token,
-                                               client="voicepipe-talk")))
+        await ws.send(
+            P.encode_message(
+                P.Hello(
+                    sample_rate=rate,
+                    output_sample_rate=out_rate,
+                    token=cfg.server.auth_token,
+                    client="voicepipe-talk",
+                )
+            )
+        )
         ack = P.decode(await ws.recv())
         if not isinstance(ack, P.HelloAck):
             print(f"voicepipe talk: server answered {ack!r}", file=sys.stderr)
             return 1
-        jb = JitterBuffer(JitterParams.from_config(cfg.jitter, ack.output_sample_rate,
-                                                   ack.frame_ms))
+        jb = JitterBuffer(
+            JitterParams.from_config(cfg.jitter, ack.output_sample_rate, ack.frame_ms)
+        )
         playout = LockedPlayout(jb)
 
         def on_output(outdata: np.ndarray, frames: int, t: Any, status: Any) -> None:
             outdata[:, 0] = playout.pull(frames, now_ns()) / 32768.0
 
-        print(f"voicepipe talk: session {ack.session_id} ({ack.pipeline}); speak, Ctrl-C to stop",
-              file=sys.stderr)
-        with sd.InputStream(samplerate=rate, channels=1, dtype="int16", blocksize=frame,
-                            device=input_device, callback=on_input), \
-             sd.OutputStream(samplerate=ack.output_sample_rate, channels=1, dtype="float32",
-                             device=output_device, callback=on_output, latency="low"):
+        print(
+            f"voicepipe talk: session {ack.session_id} ({ack.pipeline}); speak, Ctrl-C to stop",
+            file=sys.stderr,
+        )
+        with (
+            sd.InputStream(
+                samplerate=rate,
+                channels=1,
+                dtype="int16",
+                blocksize=frame,
+                device=input_device,
+                callback=on_input,
+            ),
+            sd.OutputStream(
+                samplerate=ack.output_sample_rate,
+                channels=1,
+                dtype="float32",
+                device=output_device,
+                callback=on_output,
+                latency="low",
+            ),
+        ):
             sender = asyncio.create_task(_send(ws, mic))
             try:
                 await _receive(ws, playout, jb)
@@ -96,8 +129,11 @@ async def _session(cfg: Config, sd: Any, url: str, rate: int, input_device: Any,
                 with contextlib.suppress(asyncio.CancelledError, ConnectionClosed):
                     await sender
     s = jb.stats()
-    print(f"voicepipe talk: played {s['played_ms'] / 1000:.1f} s, underruns {s['underruns']}, "
-          f"concealed {s['concealed_ms']:.0f} ms", file=sys.stderr)
+    print(
+        f"voicepipe talk: played {s['played_ms'] / 1000:.1f} s, underruns {s['underruns']}, "
+        f"concealed {s['concealed_ms']:.0f} ms",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -110,8 +146,13 @@ async def _send(ws: Any, mic: asyncio.Queue[np.ndarray]) -> None:
     seq = media = 0
     while True:
         pcm = await mic.get()
-        await ws.send(P.encode_audio(P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq, media_ts=media,
-                                                  pcm=pcm.astype(np.int16))))
+        await ws.send(
+            P.encode_audio(
+                P.AudioFrame(
+                    kind=P.KIND_AUDIO_IN, seq=seq, media_ts=media, pcm=pcm.astype(np.int16)
+                )
+            )
+        )
         seq, media = seq + 1, media + len(pcm)
 
 
@@ -120,8 +161,7 @@ async def _receive(ws: Any, playout: Any, jb: JitterBuffer) -> None:
     async for data in ws:
         msg = P.decode(data)
         if isinstance(msg, P.AudioFrame):
-            playout.push(msg.seq, msg.media_ts, msg.pcm, now_ns(), reply=msg.turn_id,
-                         last=msg.last)
+            playout.push(msg.seq, msg.media_ts, msg.pcm, now_ns(), reply=msg.turn_id, last=msg.last)
         elif isinstance(msg, P.Transcript) and msg.final:
             print(f"you: {msg.text}", flush=True)
         elif isinstance(msg, P.ReplyEndMsg):
@@ -132,14 +172,22 @@ async def _receive(ws: Any, playout: Any, jb: JitterBuffer) -> None:
         elif isinstance(msg, P.Error):
             print(f"voicepipe talk: server error {msg.code}: {msg.message}", file=sys.stderr)
         with playout.lock:
-            items = [(t, p.first_play_ns, p.played_samples, p.done)
-                     for t, p in jb.playouts.items()]
+            items = [(t, p.first_play_ns, p.played_samples, p.done) for t, p in jb.playouts.items()]
             counters = {k: float(v) for k, v in jb.stats().items()}
         for t, first, played, done in items:
             state = (first is not None, done)
             if first is not None and reported.get(t) != state:
                 reported[t] = state
-                await ws.send(P.encode_message(P.Playback(
-                    turn_id=t, played_samples=played, sample_rate=jb.p.sample_rate,
-                    first_play_ms=first / 1e6, now_ms=now_ns() / 1e6, done=done,
-                    counters=counters)))
+                await ws.send(
+                    P.encode_message(
+                        P.Playback(
+                            turn_id=t,
+                            played_samples=played,
+                            sample_rate=jb.p.sample_rate,
+                            first_play_ms=first / 1e6,
+                            now_ms=now_ns() / 1e6,
+                            done=done,
+                            counters=counters,
+                        )
+                    )
+                )

@@ -53,8 +53,13 @@ def parse_hostport(text: str) -> tuple[str, int]:
 class NetSim:
     """``await start()``, then connect to ``(host, port)``; ``await close()`` to stop."""
 
-    def __init__(self, listen: tuple[str, int], upstream: tuple[str, int], spec: FaultSpec,
-                 directions: str = "both") -> None:
+    def __init__(
+        self,
+        listen: tuple[str, int],
+        upstream: tuple[str, int],
+        spec: FaultSpec,
+        directions: str = "both",
+    ) -> None:
         if directions not in ("both", "up", "down"):
             raise ValueError(f"directions must be both, up or down, got {directions!r}")
         self.listen = listen
@@ -99,20 +104,34 @@ class NetSim:
             specs = {}
             for k, name in enumerate(("up", "down")):
                 on = self.directions in ("both", name)
-                specs[name] = FaultSpec(self.spec.delay_ms, self.spec.jitter_ms,
-                                        self.spec.stall_ms, self.spec.stall_every_s,
-                                        self.spec.seed + 2 * idx + k) if on else FaultSpec()
+                specs[name] = (
+                    FaultSpec(
+                        self.spec.delay_ms,
+                        self.spec.jitter_ms,
+                        self.spec.stall_ms,
+                        self.spec.stall_every_s,
+                        self.spec.seed + 2 * idx + k,
+                    )
+                    if on
+                    else FaultSpec()
+                )
             await asyncio.gather(
                 self._pump(c_reader, s_writer, FaultSchedule(specs["up"], start), self.stats.up),
-                self._pump(s_reader, c_writer, FaultSchedule(specs["down"], start),
-                           self.stats.down),
+                self._pump(
+                    s_reader, c_writer, FaultSchedule(specs["down"], start), self.stats.down
+                ),
             )
         finally:
             self._tasks.discard(task)
             c_writer.close()
 
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    sched: FaultSchedule, stats: DirectionStats) -> None:
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        sched: FaultSchedule,
+        stats: DirectionStats,
+    ) -> None:
         queue: asyncio.Queue[tuple[int, int, bytes] | None] = asyncio.Queue()
 
         async def read() -> None:

@@ -134,8 +134,10 @@ def verify(name: str, *, deep: bool = True) -> list[str]:
         if not p.exists():
             problems.append(f"{p}: missing")
         elif deep and f.sha256 and sha256_file(p) != f.sha256:
-            problems.append(f"{p}: sha256 mismatch (corrupt or a different version); "
-                            f"fix with: voicepipe models pull {name}")
+            problems.append(
+                f"{p}: sha256 mismatch (corrupt or a different version); "
+                f"fix with: voicepipe models pull {name}"
+            )
     return problems
 
 

@@ -19,12 +19,14 @@ def _model(name: str, threads: int):
 
     from voicepipe import registry
 
-    return WhisperModel(str(registry.resolve(name)), device="cpu", compute_type="int8",
-                        cpu_threads=threads)
+    return WhisperModel(
+        str(registry.resolve(name)), device="cpu", compute_type="int8", cpu_threads=threads
+    )
 
 
-def transcribe(pcm: np.ndarray, sample_rate: int, *, model: str = "whisper-tiny.en",
-               threads: int = 2) -> str:
+def transcribe(
+    pcm: np.ndarray, sample_rate: int, *, model: str = "whisper-tiny.en", threads: int = 2
+) -> str:
     audio = resample(np.asarray(pcm, dtype=np.float32), sample_rate, 16000)
     segments, _ = _model(model, threads).transcribe(
         audio, beam_size=1, language="en", condition_on_previous_text=False, vad_filter=False

@@ -34,8 +34,15 @@ LLM_TPOT = "llm.tpot"
 LLM_FIRST_CHUNK = "llm.first_chunk"
 TTS_TTFA = "tts.ttfa"
 E2E_VOICE_TO_VOICE = "e2e.voice_to_voice"
-SPAN_NAMES = (VAD_SPEECH, ASR_FINAL, LLM_TTFT, LLM_TPOT, LLM_FIRST_CHUNK, TTS_TTFA,
-              E2E_VOICE_TO_VOICE)
+SPAN_NAMES = (
+    VAD_SPEECH,
+    ASR_FINAL,
+    LLM_TTFT,
+    LLM_TPOT,
+    LLM_FIRST_CHUNK,
+    TTS_TTFA,
+    E2E_VOICE_TO_VOICE,
+)
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,9 @@ class SpanRecord:
 
     @classmethod
     def from_frame(cls, frame: SpanFrame, session: str = "") -> SpanRecord:
-        return cls(frame.name, frame.start_ns, frame.end_ns, frame.turn_id, session,
-                   dict(frame.attrs))
+        return cls(
+            frame.name, frame.start_ns, frame.end_ns, frame.turn_id, session, dict(frame.attrs)
+        )
 
 
 class Tracer:
@@ -95,8 +103,16 @@ class Tracer:
             self.spans.append(rec)
         return rec
 
-    def record(self, name: str, start_ns: int, end_ns: int, *, turn_id: int = 0,
-               session: str = "", **attrs: Any) -> SpanRecord:
+    def record(
+        self,
+        name: str,
+        start_ns: int,
+        end_ns: int,
+        *,
+        turn_id: int = 0,
+        session: str = "",
+        **attrs: Any,
+    ) -> SpanRecord:
         return self.add(SpanRecord(name, start_ns, end_ns, turn_id, session, attrs))
 
     def snapshot(self) -> list[SpanRecord]:
@@ -137,32 +153,43 @@ def chrome_events(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
         stage = s.name.split(".", 1)[0]
         if session not in pids:
             pids[session] = len(pids) + 1
-            events.append({"ph": "M", "name": "process_name", "pid": pids[session], "tid": 0,
-                           "args": {"name": session or "voicepipe"}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": pids[session],
+                    "tid": 0,
+                    "args": {"name": session or "voicepipe"},
+                }
+            )
         if stage not in tids:
             tids[stage] = len(tids) + 1
-        events.append({
-            "name": s.name,
-            "cat": stage,
-            "ph": "X",
-            "ts": (s.start_ns - t0) / 1e3,  # µs
-            "dur": max(0.0, (s.end_ns - s.start_ns) / 1e3),
-            "pid": pids[session],
-            "tid": tids[stage],
-            "args": {**s.attrs, "turn_id": s.turn_id, "session": s.session},
-        })
+        events.append(
+            {
+                "name": s.name,
+                "cat": stage,
+                "ph": "X",
+                "ts": (s.start_ns - t0) / 1e3,  # µs
+                "dur": max(0.0, (s.end_ns - s.start_ns) / 1e3),
+                "pid": pids[session],
+                "tid": tids[stage],
+                "args": {**s.attrs, "turn_id": s.turn_id, "session": s.session},
+            }
+        )
     for pid in pids.values():
         for stage, tid in tids.items():
-            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                           "args": {"name": stage}})
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": stage}}
+            )
     return events
 
 
 def write_chrome(path: str | Path, spans: Iterable[SpanRecord]) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"traceEvents": chrome_events(spans), "displayTimeUnit": "ms"},
-                            default=str))
+    p.write_text(
+        json.dumps({"traceEvents": chrome_events(spans), "displayTimeUnit": "ms"}, default=str)
+    )
 
 
 def load(path: str | Path) -> list[SpanRecord]:
@@ -179,8 +206,11 @@ def load(path: str | Path) -> list[SpanRecord]:
             turn = int(args.pop("turn_id", 0))
             session = str(args.pop("session", ""))
             start = round(float(e["ts"]) * 1e3)
-            out.append(SpanRecord(e["name"], start, start + round(float(e["dur"]) * 1e3), turn,
-                                  session, args))
+            out.append(
+                SpanRecord(
+                    e["name"], start, start + round(float(e["dur"]) * 1e3), turn, session, args
+                )
+            )
         return out
     spans = []
     for i, line in enumerate(text.splitlines(), 1):
@@ -227,6 +257,8 @@ def summarize(spans: Iterable[SpanRecord]) -> dict[str, dict[str, float]]:
 def format_summary(summary: dict[str, dict[str, float]]) -> str:
     lines = [f"{'span':<24}{'n':>6}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}"]
     for name, s in summary.items():
-        lines.append(f"{name:<24}{int(s['count']):>6}{s['p50']:>10.1f}{s['p95']:>10.1f}"
-                     f"{s['p99']:>10.1f}{s['max']:>10.1f}")
+        lines.append(
+            f"{name:<24}{int(s['count']):>6}{s['p50']:>10.1f}{s['p95']:>10.1f}"
+            f"{s['p99']:>10.1f}{s['max']:>10.1f}"
+        )
     return "\n".join(lines)

@@ -30,10 +30,24 @@ ARTIFACTS = Path(os.environ.get("VOICEPIPE_ARTIFACTS", ROOT / "tmp" / "artifacts
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "voicepipe.cli", "serve", "--pipeline", "loopback",
-         "--host", "127.0.0.1", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "voicepipe.cli",
+            "serve",
+            "--pipeline",
+            "loopback",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -62,12 +76,23 @@ def page(server: str, mic_wav: Path) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--headless", "--no-sandbox", "--use-fake-ui-for-media-stream",
-            "--use-fake-device-for-media-stream", f"--use-file-for-fake-audio-capture={mic_wav}",
-            "--autoplay-policy=no-user-gesture-required",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--no-first-run", "--disable-quic"])
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--use-fake-ui-for-media-stream",
+                "--use-fake-device-for-media-stream",
+                f"--use-file-for-fake-audio-capture={mic_wav}",
+                "--autoplay-policy=no-user-gesture-required",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
+        )
         try:
             pg = browser.new_page()
             pg.on("console", lambda m: print(f"[console] {m.type}: {m.text}"))
@@ -86,18 +111,26 @@ def test_page_round_trip_through_the_server(page: object) -> None:
     assert page.title() == "voicepipe"  # type: ignore[attr-defined]
     page.click("#start")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => window.voicepipe.status.startsWith('listening')", timeout=30_000)
+        "() => window.voicepipe.status.startsWith('listening')", timeout=30_000
+    )
     # the fake microphone's speech goes up, comes back, and the worklet plays it
     page.wait_for_function(  # type: ignore[attr-defined]
         "() => (window.voicepipe.stats.played_ms || 0) > 2000 && window.voicepipe.nonSilent > 0",
-        timeout=60_000)
+        timeout=60_000,
+    )
     s = _state(page)
     assert not s["errors"], s["errors"]
     assert s["sentFrames"] > 50 and s["receivedFrames"] > 50
     assert s["receivedPeak"] > 1000  # speech, not silence, reached the server and came back
     st = s["stats"]
-    for key in ("underruns", "concealed_ms", "accelerated_ms", "stretched_ms",
-                "current_delay_ms", "target_delay_ms"):
+    for key in (
+        "underruns",
+        "concealed_ms",
+        "accelerated_ms",
+        "stretched_ms",
+        "current_delay_ms",
+        "target_delay_ms",
+    ):
         assert key in st
     assert s["played"] > 0 and s["nonSilent"] > 0
     pl = s["playouts"]["1"]
@@ -110,7 +143,8 @@ def test_page_round_trip_through_the_server(page: object) -> None:
     assert "target_delay_ms" in page.inner_text("#jitter")  # type: ignore[attr-defined]
     # the latency waterfall draws the server's spans of the turn
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => document.querySelectorAll('#waterfall .wf-row').length > 0", timeout=30_000)
+        "() => document.querySelectorAll('#waterfall .wf-row').length > 0", timeout=30_000
+    )
     wf = page.inner_text("#waterfall")  # type: ignore[attr-defined]
     assert "turn 1" in wf and "loopback.echo" in wf, wf
 
@@ -118,10 +152,11 @@ def test_page_round_trip_through_the_server(page: object) -> None:
 def test_stop_button_cuts_the_reply_and_hang_up_ends(page: object) -> None:
     page.click("#stop")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => Object.values(window.voicepipe.replies).some(r => r.interrupted)",
-        timeout=30_000)
+        "() => Object.values(window.voicepipe.replies).some(r => r.interrupted)", timeout=30_000
+    )
     page.click("#hangup")  # type: ignore[attr-defined]
     page.wait_for_function(  # type: ignore[attr-defined]
-        "() => window.voicepipe.closed !== null", timeout=60_000)
+        "() => window.voicepipe.closed !== null", timeout=60_000
+    )
     s = _state(page)
     assert s["closed"]["code"] == 1000, s["closed"]

@@ -95,19 +95,31 @@ def test_bad_limits() -> None:
 
 
 _ops = st.lists(
-    st.tuples(st.sampled_from(["connect", "hello", "close", "expire"]),
-              st.integers(0, 3), st.integers(0, 50)),
+    st.tuples(
+        st.sampled_from(["connect", "hello", "close", "expire"]),
+        st.integers(0, 3),
+        st.integers(0, 50),
+    ),
     max_size=200,
 )
 
 
 @settings(max_examples=200, deadline=None)
-@given(ops=_ops, max_sessions=st.integers(1, 4), max_pending=st.integers(1, 6),
-       per_addr=st.integers(1, 6))
-def test_counts_stay_consistent_under_any_sequence(ops, max_sessions, max_pending,
-                                                    per_addr) -> None:
-    a = _adm(max_sessions=max_sessions, max_pending=max_pending,
-             max_pending_per_address=per_addr, hello_timeout_ns=10)
+@given(
+    ops=_ops,
+    max_sessions=st.integers(1, 4),
+    max_pending=st.integers(1, 6),
+    per_addr=st.integers(1, 6),
+)
+def test_counts_stay_consistent_under_any_sequence(
+    ops, max_sessions, max_pending, per_addr
+) -> None:
+    a = _adm(
+        max_sessions=max_sessions,
+        max_pending=max_pending,
+        max_pending_per_address=per_addr,
+        hello_timeout_ns=10,
+    )
     live: list = []
     now = 0
     for op, addr, pick in ops:
@@ -131,5 +143,8 @@ def test_counts_stay_consistent_under_any_sequence(ops, max_sessions, max_pendin
         assert a.pending == sum(not t.session for t in open_) <= max_pending
         for i in range(4):
             addr = f"10.0.0.{i}"
-            assert a.pending_of(addr) == sum(
-                not t.session and t.address == addr for t in open_) <= per_addr
+            assert (
+                a.pending_of(addr)
+                == sum(not t.session and t.address == addr for t in open_)
+                <= per_addr
+            )

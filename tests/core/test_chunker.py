@@ -58,7 +58,10 @@ def test_numbers_abbreviations_and_lists() -> None:
         "2. Plug it in.",
     ]
     assert chunks_of("Here are three tips: 1. Sleep well. 2. Eat less.") == [
-        "Here are three tips:", "1. Sleep well.", "2. Eat less."]
+        "Here are three tips:",
+        "1. Sleep well.",
+        "2. Eat less.",
+    ]
     assert chunks_of('He said "stop." Then he left.') == ['He said "stop."', "Then he left."]
     assert chunks_of("**Bold** and `code` are not spoken.") == ["Bold and code are not spoken."]
 
@@ -90,8 +93,10 @@ def test_streaming_invariance_and_no_text_lost(text: str, cuts: list[int]) -> No
 
 
 def test_a_long_unpunctuated_first_sentence_breaks_before_a_conjunction() -> None:
-    text = ("The sky is blue because of the scattering of light by tiny particles in the "
-            "atmosphere, which is called Rayleigh scattering. It is strongest for blue light.")
+    text = (
+        "The sky is blue because of the scattering of light by tiny particles in the "
+        "atmosphere, which is called Rayleigh scattering. It is strongest for blue light."
+    )
     assert chunks_of(text) == [
         "The sky is blue",
         "because of the scattering of light by tiny particles in the atmosphere, which is "
@@ -105,12 +110,16 @@ def test_a_long_unpunctuated_first_sentence_breaks_before_a_conjunction() -> Non
     ]
     assert chunks_of("Yes and no.") == ["Yes and no."]
     assert chunks_of("I think that learning that language is fun.") == [
-        "I think that learning that language is fun."]
+        "I think that learning that language is fun."
+    ]
     # Punctuation that comes first, with enough words, still wins.
     assert chunks_of("Yes of course, the sky is blue because of light.") == [
-        "Yes of course,", "the sky is blue because of light."]
-    assert chunks_of("Well, it depends on the weather and the season.",
-                     first_break_words=0) == ["Well, it depends on the weather and the season."]
+        "Yes of course,",
+        "the sky is blue because of light.",
+    ]
+    assert chunks_of("Well, it depends on the weather and the season.", first_break_words=0) == [
+        "Well, it depends on the weather and the season."
+    ]
 
 
 def test_a_break_word_is_only_a_word_once_it_ends() -> None:
@@ -121,8 +130,26 @@ def test_a_break_word_is_only_a_word_once_it_ends() -> None:
     assert c.flush() == "and games."
 
 
-WORDS = st.lists(st.sampled_from(["the", "sky", "and", "because", "which", "of", "blue", "a,",
-                                  "so", "end.", "android", "if", "x\n"]), max_size=30)
+WORDS = st.lists(
+    st.sampled_from(
+        [
+            "the",
+            "sky",
+            "and",
+            "because",
+            "which",
+            "of",
+            "blue",
+            "a,",
+            "so",
+            "end.",
+            "android",
+            "if",
+            "x\n",
+        ]
+    ),
+    max_size=30,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -132,5 +159,4 @@ def test_break_words_keep_streaming_invariance(words: list[str], cuts: list[int]
     cuts = sorted({c for c in cuts if 0 < c < len(text)})
     whole = chunks_of(text)
     assert chunks_of(text, cuts) == whole
-    assert " ".join(whole).split() == [w for w in text.split()
-                                       if any(ch.isalnum() for ch in w)]
+    assert " ".join(whole).split() == [w for w in text.split() if any(ch.isalnum() for ch in w)]

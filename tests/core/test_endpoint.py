@@ -11,12 +11,19 @@ from voicepipe.core.endpoint import EndpointConfig, Endpointer, SpeechEnded, Spe
 
 MS = 1_000_000
 CHUNK_NS = 32 * MS
-CFG = EndpointConfig(threshold=0.5, neg_threshold=0.35, start_ms=64, min_speech_ms=200,
-                     end_silence_ms=400, max_utterance_ms=5000)
+CFG = EndpointConfig(
+    threshold=0.5,
+    neg_threshold=0.35,
+    start_ms=64,
+    min_speech_ms=200,
+    end_silence_ms=400,
+    max_utterance_ms=5000,
+)
 
 
-def run(probs: list[float], cfg: EndpointConfig = CFG, wall_offset: int = 7 * MS,
-        flush: bool = False) -> list:
+def run(
+    probs: list[float], cfg: EndpointConfig = CFG, wall_offset: int = 7 * MS, flush: bool = False
+) -> list:
     ep = Endpointer(cfg)
     events = []
     for k, p in enumerate(probs):

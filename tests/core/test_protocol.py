@@ -17,8 +17,9 @@ FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCh
 
 def test_audio_round_trip() -> None:
     pcm = np.array([0, 1, -1, 32767, -32768], dtype=np.int16)
-    f = P.AudioFrame(kind=P.KIND_AUDIO_OUT, seq=7, media_ts=2**40, pcm=pcm, turn_id=3,
-                     flags=P.FLAG_LAST)
+    f = P.AudioFrame(
+        kind=P.KIND_AUDIO_OUT, seq=7, media_ts=2**40, pcm=pcm, turn_id=3, flags=P.FLAG_LAST
+    )
     data = P.encode_audio(f)
     assert len(data) == P.HEADER_BYTES + 2 * len(pcm)
     g = P.decode_audio(data)
@@ -55,12 +56,25 @@ def _messages() -> list[P.Message]:
     return [
         P.Hello(sample_rate=16000, token="t", output_sample_rate=24000, client="x"),
         P.InterruptMsg(turn_id=2, reason="stop"),
-        P.Playback(turn_id=1, played_samples=480, sample_rate=24000, first_play_ms=12.5,
-                   now_ms=30.0, done=True, counters={"underruns": 1.0}),
+        P.Playback(
+            turn_id=1,
+            played_samples=480,
+            sample_rate=24000,
+            first_play_ms=12.5,
+            now_ms=30.0,
+            done=True,
+            counters={"underruns": 1.0},
+        ),
         P.EndInput(),
-        P.HelloAck(session_id="s1", pipeline="loopback", input_sample_rate=16000,
-                   output_sample_rate=22050, frame_ms=20, max_message_bytes=1 << 20,
-                   idle_timeout_s=60.0),
+        P.HelloAck(
+            session_id="s1",
+            pipeline="loopback",
+            input_sample_rate=16000,
+            output_sample_rate=22050,
+            frame_ms=20,
+            max_message_bytes=1 << 20,
+            idle_timeout_s=60.0,
+        ),
         P.Transcript(turn_id=1, text="hi", final=True, speech_end_ms=1234.5),
         P.ReplyStart(turn_id=1, media_ts=441, sample_rate=22050),
         P.ReplyText(turn_id=1, delta="Hel"),
@@ -97,8 +111,10 @@ def test_every_type_is_covered() -> None:
         ('{"type":"hello","sample_rate":16000.0}', "must be an integer"),
         ('{"type":"hello","sample_rate":1e400}', "must be an integer"),
         ('{"type":"hello","sample_rate":99999999999999999999}', "out of range"),
-        ('{"type":"playback","turn_id":1,"played_samples":1,"sample_rate":1,"now_ms":Infinity}',
-         "not allowed"),
+        (
+            '{"type":"playback","turn_id":1,"played_samples":1,"sample_rate":1,"now_ms":Infinity}',
+            "not allowed",
+        ),
         ('{"type":"metrics","source":"x","values":{"a":"b"}}', "must be a number"),
         ('{"type":"metrics","source":"x","values":[]}', "must be an object"),
         ('{"type":"transcript","turn_id":1,"text":"a","final":1}', "true/false"),
@@ -175,8 +191,9 @@ def test_fuzz_text(text: str) -> None:
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
-                                                                  max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -213,16 +230,21 @@ def test_fuzz_text_bytes(data: bytes) -> None:
 
 
 def test_deep_nesting_is_a_protocol_error_both_ways() -> None:
-    deep = '{"type":"span","turn_id":1,"name":"x","start_ms":0,"duration_ms":1,"attrs":{"a":' \
-        + "[" * 5000 + "]" * 5000 + "}}"
+    deep = (
+        '{"type":"span","turn_id":1,"name":"x","start_ms":0,"duration_ms":1,"attrs":{"a":'
+        + "[" * 5000
+        + "]" * 5000
+        + "}}"
+    )
     with pytest.raises(P.ProtocolError):
         P.decode_message(deep)
     nested: list = []
     for _ in range(5000):
         nested = [nested]
     with pytest.raises(P.ProtocolError):
-        P.encode_message(P.Span(turn_id=1, name="x", start_ms=0, duration_ms=1,
-                                attrs={"a": nested}))
+        P.encode_message(
+            P.Span(turn_id=1, name="x", start_ms=0, duration_ms=1, attrs={"a": nested})
+        )
 
 
 _PB = '{"type":"playback","turn_id":1,"played_samples":0,"sample_rate":16000'
@@ -240,10 +262,14 @@ _PB = '{"type":"playback","turn_id":1,"played_samples":0,"sample_rate":16000'
         (_PB + ',"counters":{"underruns":-1}}', "counters.*out of range"),
         (_PB + ',"counters":{' + ",".join(f'"k{i}":0' for i in range(33)) + "}}", "longer"),
         ('{"type":"playback","turn_id":-1,"played_samples":0,"sample_rate":16000}', "turn_id"),
-        ('{"type":"playback","turn_id":4294967295,"played_samples":0,"sample_rate":16000}',
-         "turn_id"),
-        ('{"type":"playback","turn_id":1,"played_samples":-5,"sample_rate":16000}',
-         "played_samples"),
+        (
+            '{"type":"playback","turn_id":4294967295,"played_samples":0,"sample_rate":16000}',
+            "turn_id",
+        ),
+        (
+            '{"type":"playback","turn_id":1,"played_samples":-5,"sample_rate":16000}',
+            "played_samples",
+        ),
         ('{"type":"playback","turn_id":1,"played_samples":0,"sample_rate":0}', "sample_rate"),
         ('{"type":"interrupt","turn_id":9007199254740992}', "turn_id"),
         ('{"type":"interrupt","reason":"' + "x" * 300 + '"}', "longer"),
@@ -263,17 +289,30 @@ def test_media_ts_is_bounded() -> None:
 
 
 @FUZZ
-@given(turn=st.integers(-10, 2**33), played=st.integers(-10, 2**54),
-       rate=st.integers(-1, 10**6), first=st.one_of(st.none(), st.floats(allow_nan=False)),
-       now=st.floats(allow_nan=False),
-       counters=st.dictionaries(st.sampled_from(["underruns", "concealed_ms", "x"]),
-                                st.floats(allow_nan=False)))
+@given(
+    turn=st.integers(-10, 2**33),
+    played=st.integers(-10, 2**54),
+    rate=st.integers(-1, 10**6),
+    first=st.one_of(st.none(), st.floats(allow_nan=False)),
+    now=st.floats(allow_nan=False),
+    counters=st.dictionaries(
+        st.sampled_from(["underruns", "concealed_ms", "x"]), st.floats(allow_nan=False)
+    ),
+)
 def test_fuzz_accepted_playback_is_safe_to_use(turn, played, rate, first, now, counters) -> None:
     """Whatever a playback report holds, once decoded the server's arithmetic on it
     (clock mapping to ns, counter deltas) stays finite and within int64."""
-    text = json.dumps({"type": "playback", "turn_id": turn, "played_samples": played,
-                       "sample_rate": rate, "first_play_ms": first, "now_ms": now,
-                       "counters": counters})
+    text = json.dumps(
+        {
+            "type": "playback",
+            "turn_id": turn,
+            "played_samples": played,
+            "sample_rate": rate,
+            "first_play_ms": first,
+            "now_ms": now,
+            "counters": counters,
+        }
+    )
     try:
         msg = P.decode_message(text)
     except P.ProtocolError:

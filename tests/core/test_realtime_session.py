@@ -70,9 +70,14 @@ def vad_turn(run: Run, start_ms: int = 100, end_ms: int = 900) -> tuple[str, str
     started = only(run(run.s.speech_started(start_ms)), S.SpeechStarted)
     outs = run(run.s.speech_stopped(end_ms))
     assert types(outs) == [
-        "input_audio_buffer.speech_stopped", "input_audio_buffer.committed",
-        "conversation.item.added", "conversation.item.created", "conversation.item.done",
-        "response.created", "StartResponse"]
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "conversation.item.added",
+        "conversation.item.created",
+        "conversation.item.done",
+        "response.created",
+        "StartResponse",
+    ]
     assert only(outs, S.SpeechStopped).item_id == started.item_id
     start = only(outs, R.StartResponse)
     assert start.after_item_id == started.item_id and start.instructions == "Be brief."
@@ -104,26 +109,38 @@ def test_vad_turn_response_and_transcript() -> None:
     done = run(run.s.transcript_done(item_id, "what time is it"))
     ev = only(done, S.TranscriptionCompleted)
     assert ev.transcript == "what time is it" and ev.usage.seconds == 0.8
-    retrieved = only(run.send({"type": "conversation.item.retrieve", "item_id": item_id}),
-                     S.ItemRetrieved)
+    retrieved = only(
+        run.send({"type": "conversation.item.retrieve", "item_id": item_id}), S.ItemRetrieved
+    )
     assert retrieved.item.content[0].transcript == "what time is it"
 
     outs = run(run.s.output_text("It is noon."))
-    assert types(outs) == ["response.output_item.added", "conversation.item.added",
-                           "conversation.item.created", "response.content_part.added",
-                           "response.output_audio_transcript.delta"]
+    assert types(outs) == [
+        "response.output_item.added",
+        "conversation.item.added",
+        "conversation.item.created",
+        "response.content_part.added",
+        "response.output_audio_transcript.delta",
+    ]
     outs = run(run.s.output_audio(pcm(500)))
     assert types(outs) == ["response.output_audio.delta"]
     assert len(only(outs, S.OutputAudioDelta).delta) == 500 * MS
     run.s.note_usage(S.Usage(input_text_tokens=30, output_text_tokens=5))
     outs = run(run.s.response_finished())
-    assert types(outs) == ["response.output_audio.done", "response.output_audio_transcript.done",
-                           "response.content_part.done", "response.output_item.done",
-                           "conversation.item.done", "response.done"]
+    assert types(outs) == [
+        "response.output_audio.done",
+        "response.output_audio_transcript.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "conversation.item.done",
+        "response.done",
+    ]
     resp = only(outs, S.ResponseDone).response
-    assert (resp.id, resp.status, resp.usage) == (resp_id, "completed",
-                                                  S.Usage(input_text_tokens=30,
-                                                          output_text_tokens=5))
+    assert (resp.id, resp.status, resp.usage) == (
+        resp_id,
+        "completed",
+        S.Usage(input_text_tokens=30, output_text_tokens=5),
+    )
     assert resp.output[0].content[0].transcript == "It is noon."
     assert run.s.response is None
     assert run(run.s.output_audio(pcm(20))) == []  # nothing belongs to a finished response
@@ -145,19 +162,36 @@ def test_barge_in_cancels_then_truncate_keeps_what_was_heard() -> None:
     assert done.output[0].status == "incomplete"
     assert run(run.s.output_audio(pcm(40))) == []  # late audio of the cancelled reply: dropped
 
-    outs = run.send({"type": "conversation.item.truncate", "item_id": item_id,
-                     "content_index": 0, "audio_end_ms": 2000, "event_id": "tr1"})
+    outs = run.send(
+        {
+            "type": "conversation.item.truncate",
+            "item_id": item_id,
+            "content_index": 0,
+            "audio_end_ms": 2000,
+            "event_id": "tr1",
+        }
+    )
     heard = only(outs, R.SetHeard)
     expected = SpokenReply([(t, ms / 1000) for t, ms in chunks]).heard(2.0)
     assert heard.text == expected == "Hello there. How are"
     assert heard.item_id == item_id and heard.audio_end_ms == 2000
     assert only(outs, S.ItemTruncated).audio_end_ms == 2000
-    item = only(run.send({"type": "conversation.item.retrieve", "item_id": item_id}),
-                S.ItemRetrieved).item
+    item = only(
+        run.send({"type": "conversation.item.retrieve", "item_id": item_id}), S.ItemRetrieved
+    ).item
     assert item.content[0].transcript == "Hello there. How are"
     # Now only 2000 ms of audio remain: a later truncate cannot reach past them.
-    err = error_of(run.send({"type": "conversation.item.truncate", "item_id": item_id,
-                             "content_index": 0, "audio_end_ms": 2500, "event_id": "tr2"}))
+    err = error_of(
+        run.send(
+            {
+                "type": "conversation.item.truncate",
+                "item_id": item_id,
+                "content_index": 0,
+                "audio_end_ms": 2500,
+                "event_id": "tr2",
+            }
+        )
+    )
     assert (err.code, err.param, err.event_id) == ("invalid_value", "audio_end_ms", "tr2")
 
 
@@ -168,8 +202,14 @@ def test_truncate_spreads_words_when_audio_is_not_attributed() -> None:
     run(run.s.output_audio(pcm(2000)))
     item_id = run.s.response.cur.id  # type: ignore[union-attr]
     run(run.s.response_finished())
-    outs = run.send({"type": "conversation.item.truncate", "item_id": item_id,
-                     "content_index": 0, "audio_end_ms": 1000})
+    outs = run.send(
+        {
+            "type": "conversation.item.truncate",
+            "item_id": item_id,
+            "content_index": 0,
+            "audio_end_ms": 1000,
+        }
+    )
     assert only(outs, R.SetHeard).text == "one two"
     assert "CancelResponse" not in types(outs)  # the response had already finished
 
@@ -180,8 +220,14 @@ def test_truncate_of_the_reply_in_progress_cancels_it() -> None:
     run(run.s.output_text("a b c d"))
     run(run.s.output_audio(pcm(1000)))
     item_id = run.s.response.cur.id  # type: ignore[union-attr]
-    outs = run.send({"type": "conversation.item.truncate", "item_id": item_id,
-                     "content_index": 0, "audio_end_ms": 500})
+    outs = run.send(
+        {
+            "type": "conversation.item.truncate",
+            "item_id": item_id,
+            "content_index": 0,
+            "audio_end_ms": 500,
+        }
+    )
     assert types(outs)[0] == "CancelResponse"
     assert only(outs, S.ResponseDone).response.reason == "client_cancelled"
     assert only(outs, R.SetHeard).text == "a b"
@@ -190,36 +236,70 @@ def test_truncate_of_the_reply_in_progress_cancels_it() -> None:
 def test_truncate_errors() -> None:
     run = Run()
     user_id, _ = vad_turn(run)
-    err = error_of(run.send({"type": "conversation.item.truncate", "item_id": "nope",
-                             "content_index": 0, "audio_end_ms": 0}))
+    err = error_of(
+        run.send(
+            {
+                "type": "conversation.item.truncate",
+                "item_id": "nope",
+                "content_index": 0,
+                "audio_end_ms": 0,
+            }
+        )
+    )
     assert (err.code, err.param) == ("item_truncate_invalid_item_id", "item_id")
-    err = error_of(run.send({"type": "conversation.item.truncate", "item_id": user_id,
-                             "content_index": 0, "audio_end_ms": 0}))
+    err = error_of(
+        run.send(
+            {
+                "type": "conversation.item.truncate",
+                "item_id": user_id,
+                "content_index": 0,
+                "audio_end_ms": 0,
+            }
+        )
+    )
     assert err.code == "unsupported_content_type"
     run(run.s.output_audio(pcm(100)))
     item_id = run.s.response.cur.id  # type: ignore[union-attr]
-    err = error_of(run.send({"type": "conversation.item.truncate", "item_id": item_id,
-                             "content_index": 1, "audio_end_ms": 0}))
+    err = error_of(
+        run.send(
+            {
+                "type": "conversation.item.truncate",
+                "item_id": item_id,
+                "content_index": 1,
+                "audio_end_ms": 0,
+            }
+        )
+    )
     assert err.param == "content_index"
     assert run.s.response is not None  # a refused truncate cancels nothing
 
 
 def test_manual_turns() -> None:
     run = Run()
-    outs = run.send({"type": "session.update", "session": {
-        "type": "realtime", "audio": {"input": {"turn_detection": None}}}})
+    outs = run.send(
+        {
+            "type": "session.update",
+            "session": {"type": "realtime", "audio": {"input": {"turn_detection": None}}},
+        }
+    )
     assert only(outs, R.Configure).config.turn_detection is None
     assert only(outs, R.Configure).config.vad_overrides() == {}
     assert run(run.s.speech_started(10)) == [] and run(run.s.speech_stopped(900)) == []
     run.send({"type": "input_audio_buffer.append", "audio": "AAAA" * 400})  # 50 ms
     err = error_of(run.send({"type": "input_audio_buffer.commit", "event_id": "c1"}))
     assert (err.code, err.event_id) == ("input_audio_buffer_commit_empty", "c1")
-    outs = run.send({"type": "input_audio_buffer.append",
-                     "audio": base64.b64encode(pcm(100)).decode()})
+    outs = run.send(
+        {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm(100)).decode()}
+    )
     assert types(outs) == ["AppendAudio"] and len(outs[0].pcm) == 100 * MS  # type: ignore
     outs = run.send({"type": "input_audio_buffer.commit"})
-    assert types(outs) == ["input_audio_buffer.committed", "conversation.item.added",
-                           "conversation.item.created", "conversation.item.done", "CommitAudio"]
+    assert types(outs) == [
+        "input_audio_buffer.committed",
+        "conversation.item.added",
+        "conversation.item.created",
+        "conversation.item.done",
+        "CommitAudio",
+    ]
     assert "response.created" not in types(outs)  # manual turns answer on response.create
     outs = run.send({"type": "response.create", "response": {"instructions": "Whisper."}})
     assert types(outs) == ["response.created", "StartResponse"]
@@ -236,13 +316,29 @@ def test_manual_turns() -> None:
 
 def test_session_update_maps_vad_knobs_onto_the_config() -> None:
     run = Run()
-    outs = run.send({"type": "session.update", "session": {
-        "type": "realtime", "instructions": "Talk like a pirate.",
-        "audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 0.7,
-                                               "silence_duration_ms": 250}},
-                  "output": {"voice": "cedar"}},
-        "tools": [{"type": "function", "name": "get_time", "parameters": {"type": "object"}}],
-        "max_output_tokens": 100}})
+    outs = run.send(
+        {
+            "type": "session.update",
+            "session": {
+                "type": "realtime",
+                "instructions": "Talk like a pirate.",
+                "audio": {
+                    "input": {
+                        "turn_detection": {
+                            "type": "server_vad",
+                            "threshold": 0.7,
+                            "silence_duration_ms": 250,
+                        }
+                    },
+                    "output": {"voice": "cedar"},
+                },
+                "tools": [
+                    {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
+                ],
+                "max_output_tokens": 100,
+            },
+        }
+    )
     cfg = only(outs, R.Configure).config
     updated = only(outs, S.SessionUpdated).session
     assert cfg == updated and cfg.instructions == "Talk like a pirate."
@@ -254,8 +350,9 @@ def test_session_update_maps_vad_knobs_onto_the_config() -> None:
     vad = dataclasses.replace(VadConfig(), **overrides)  # they are [vad] fields
     assert (vad.threshold, vad.end_silence_ms) == (0.7, 250)
     # Fields left out keep their values.
-    cfg2 = only(run.send({"type": "session.update", "session": {"type": "realtime"}}),
-                R.Configure).config
+    cfg2 = only(
+        run.send({"type": "session.update", "session": {"type": "realtime"}}), R.Configure
+    ).config
     assert cfg2 == cfg
 
 
@@ -263,19 +360,31 @@ def test_session_update_refusals() -> None:
     run = Run()
 
     def refused(session: dict[str, Any]) -> R.RealtimeError:
-        return error_of(run.send({"type": "session.update", "event_id": "u",
-                                  "session": {"type": "realtime", **session}}))
+        return error_of(
+            run.send(
+                {
+                    "type": "session.update",
+                    "event_id": "u",
+                    "session": {"type": "realtime", **session},
+                }
+            )
+        )
 
     err = refused({"audio": {"input": {"format": {"type": "audio/pcmu"}}}})
-    assert (err.code, err.param, err.event_id) == ("invalid_value", "session.audio.input.format",
-                                                   "u")
+    assert (err.code, err.param, err.event_id) == (
+        "invalid_value",
+        "session.audio.input.format",
+        "u",
+    )
     err = refused({"audio": {"output": {"format": {"type": "audio/pcm", "rate": 16000}}}})
     assert err.param == "session.audio.output.format"
     err = refused({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
     assert err.param == "session.audio.input.turn_detection.type"
     assert refused({"output_modalities": ["text", "audio"]}).param == "session.output_modalities"
-    assert error_of(run.send({"type": "session.update", "session": {"type": "transcription"}})
-                    ).param == "session.type"
+    assert (
+        error_of(run.send({"type": "session.update", "session": {"type": "transcription"}})).param
+        == "session.type"
+    )
     vad_turn(run)
     run(run.s.output_audio(pcm(20)))
     assert refused({"audio": {"output": {"voice": "ash"}}}).code == "cannot_update_voice"
@@ -284,8 +393,16 @@ def test_session_update_refusals() -> None:
 
 def test_text_only_responses() -> None:
     run = Run()
-    run.send({"type": "conversation.item.create", "item": {
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}})
+    run.send(
+        {
+            "type": "conversation.item.create",
+            "item": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "hi"}],
+            },
+        }
+    )
     run.send({"type": "response.create", "response": {"output_modalities": ["text"]}})
     outs = run(run.s.output_text("Hello!"))
     assert types(outs)[-1] == "response.output_text.delta"
@@ -297,21 +414,38 @@ def test_text_only_responses() -> None:
 
 def test_function_call_round() -> None:
     run = Run()
-    run.send({"type": "session.update", "session": {"type": "realtime", "tools": [
-        {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}})
+    run.send(
+        {
+            "type": "session.update",
+            "session": {
+                "type": "realtime",
+                "tools": [
+                    {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+                ],
+            },
+        }
+    )
     vad_turn(run)
     outs = run(run.s.function_call("get_weather", '{"city":"Oslo"}', call_id="call_7"))
-    assert types(outs) == ["response.output_item.added", "conversation.item.added",
-                           "conversation.item.created", "response.function_call_arguments.delta",
-                           "response.function_call_arguments.done",
-                           "response.output_item.done", "conversation.item.done"]
+    assert types(outs) == [
+        "response.output_item.added",
+        "conversation.item.added",
+        "conversation.item.created",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+        "conversation.item.done",
+    ]
     args = only(outs, S.FunctionArgumentsDone)
-    assert (args.name, args.arguments, args.call_id) == ("get_weather", '{"city":"Oslo"}',
-                                                         "call_7")
+    assert (args.name, args.arguments, args.call_id) == ("get_weather", '{"city":"Oslo"}', "call_7")
     resp = only(run(run.s.response_finished()), S.ResponseDone).response
     assert resp.output[0].TYPE == "function_call" and resp.output[0].status == "completed"
-    outs = run.send({"type": "conversation.item.create", "item": {
-        "type": "function_call_output", "call_id": "call_7", "output": '{"temp": 21}'}})
+    outs = run.send(
+        {
+            "type": "conversation.item.create",
+            "item": {"type": "function_call_output", "call_id": "call_7", "output": '{"temp": 21}'},
+        }
+    )
     add = only(outs, R.AddItem)
     assert add.item.output == '{"temp": 21}' and add.item.id  # type: ignore[union-attr]
     assert types(run.send({"type": "response.create"})) == ["response.created", "StartResponse"]
@@ -320,25 +454,43 @@ def test_function_call_round() -> None:
 def test_items_order_delete_retrieve() -> None:
     run = Run()
     msg = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]}
-    first = only(run.send({"type": "conversation.item.create", "item": {**msg, "id": "m1"}}),
-                 S.ItemAdded)
+    first = only(
+        run.send({"type": "conversation.item.create", "item": {**msg, "id": "m1"}}), S.ItemAdded
+    )
     assert first.previous_item_id is None
-    outs = run.send({"type": "conversation.item.create", "item": {**msg, "id": "m0"},
-                     "previous_item_id": "root"})
+    outs = run.send(
+        {
+            "type": "conversation.item.create",
+            "item": {**msg, "id": "m0"},
+            "previous_item_id": "root",
+        }
+    )
     assert only(outs, S.ItemAdded).previous_item_id is None
     assert run.s.conversation.order == ["m0", "m1"]
     outs = run.send({"type": "conversation.item.create", "item": msg, "previous_item_id": "m0"})
     assert only(outs, S.ItemAdded).previous_item_id == "m0"
-    assert error_of(run.send({"type": "conversation.item.create", "item": {**msg, "id": "m1"}})
-                    ).param == "item.id"
-    assert error_of(run.send({"type": "conversation.item.create", "item": msg,
-                              "previous_item_id": "zz"})).code == "invalid_item_id"
+    assert (
+        error_of(run.send({"type": "conversation.item.create", "item": {**msg, "id": "m1"}})).param
+        == "item.id"
+    )
+    assert (
+        error_of(
+            run.send({"type": "conversation.item.create", "item": msg, "previous_item_id": "zz"})
+        ).code
+        == "invalid_item_id"
+    )
     assert types(run.send({"type": "conversation.item.delete", "item_id": "m1"})) == [
-        "DeleteItem", "conversation.item.deleted"]
-    assert error_of(run.send({"type": "conversation.item.delete", "item_id": "m1"})
-                    ).code == "item_delete_invalid_item_id"
-    assert error_of(run.send({"type": "conversation.item.retrieve", "item_id": "m1"})
-                    ).code == "item_retrieve_invalid_item_id"
+        "DeleteItem",
+        "conversation.item.deleted",
+    ]
+    assert (
+        error_of(run.send({"type": "conversation.item.delete", "item_id": "m1"})).code
+        == "item_delete_invalid_item_id"
+    )
+    assert (
+        error_of(run.send({"type": "conversation.item.retrieve", "item_id": "m1"})).code
+        == "item_retrieve_invalid_item_id"
+    )
     assert error_of(run.send({"type": "output_audio_buffer.clear"})).code == "unsupported_event"
 
 
@@ -346,10 +498,14 @@ def test_incomplete_and_failed_responses() -> None:
     run = Run()
     vad_turn(run)
     run(run.s.output_text("and then"))
-    resp = only(run(run.s.response_finished(incomplete_reason="max_output_tokens")),
-                S.ResponseDone).response
+    resp = only(
+        run(run.s.response_finished(incomplete_reason="max_output_tokens")), S.ResponseDone
+    ).response
     assert (resp.status, resp.reason, resp.output[0].status) == (
-        "incomplete", "max_output_tokens", "incomplete")
+        "incomplete",
+        "max_output_tokens",
+        "incomplete",
+    )
     run.send({"type": "response.create"})
     resp = only(run(run.s.response_failed("the LLM stage failed")), S.ResponseDone).response
     assert resp.status == "failed" and resp.error is not None
@@ -360,11 +516,17 @@ def test_transcription_events_follow_the_config() -> None:
     run = Run()
     item_id, _ = vad_turn(run)
     assert types(run(run.s.transcript_delta(item_id, "what"))) == [
-        "conversation.item.input_audio_transcription.delta"]
+        "conversation.item.input_audio_transcription.delta"
+    ]
     assert types(run(run.s.transcript_failed(item_id, "no speech"))) == [
-        "conversation.item.input_audio_transcription.failed"]
-    run.send({"type": "session.update", "session": {
-        "type": "realtime", "audio": {"input": {"transcription": None}}}})
+        "conversation.item.input_audio_transcription.failed"
+    ]
+    run.send(
+        {
+            "type": "session.update",
+            "session": {"type": "realtime", "audio": {"input": {"transcription": None}}},
+        }
+    )
     assert run(run.s.transcript_delta(item_id, "x")) == []
     assert run(run.s.transcript_done(item_id, "what")) == []  # the item still gets it
     assert run.s.conversation.items[item_id].content[0].transcript == "what"  # type: ignore
@@ -372,8 +534,16 @@ def test_transcription_events_follow_the_config() -> None:
 
 def test_legacy_item_created_can_be_turned_off() -> None:
     run = Run(legacy_item_created=False)
-    run.send({"type": "conversation.item.create", "item": {
-        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]}})
+    run.send(
+        {
+            "type": "conversation.item.create",
+            "item": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "a"}],
+            },
+        }
+    )
     assert "conversation.item.created" not in run.types
 
 
@@ -392,8 +562,14 @@ def test_every_server_event_type_is_emitted_somewhere() -> None:
     run(run.s.function_call("f", "{}"))
     run(run.s.response_finished())
     assistant = next(i for i in run.s.conversation.order if i in run.s.conversation.spoken)
-    run.send({"type": "conversation.item.truncate", "item_id": assistant, "content_index": 0,
-              "audio_end_ms": 50})
+    run.send(
+        {
+            "type": "conversation.item.truncate",
+            "item_id": assistant,
+            "content_index": 0,
+            "audio_end_ms": 50,
+        }
+    )
     run.send({"type": "conversation.item.retrieve", "item_id": assistant})
     run.send({"type": "conversation.item.delete", "item_id": assistant})
     run.send({"type": "input_audio_buffer.clear"})
@@ -442,8 +618,11 @@ def test_fuzz_sessions_never_raise(steps: list[Any]) -> None:
     run = Run()
     run(run.s.start())
     for step in steps:
-        outs = run.send(json.loads(step)) if isinstance(step, str) and _is_obj(step) else (
-            run(run.s.receive(step)) if isinstance(step, str) else run(_pipeline(run, step)))
+        outs = (
+            run.send(json.loads(step))
+            if isinstance(step, str) and _is_obj(step)
+            else (run(run.s.receive(step)) if isinstance(step, str) else run(_pipeline(run, step)))
+        )
         starts = [o for o in outs if isinstance(o, R.StartResponse)]
         assert len(starts) <= 1
         if starts:
@@ -478,13 +657,19 @@ def test_random_walk_over_real_ids() -> None:
             elif op == 2:
                 run(run.s.output_text(rng.choice(["Hi. ", "How are you? ", "", "Fine. "])))
             elif op == 3:
-                run(run.s.output_audio(pcm(rng.randrange(0, 600)),
-                                       spoken_text=rng.choice([None, "Hi.", "Fine."])))
+                run(
+                    run.s.output_audio(
+                        pcm(rng.randrange(0, 600)), spoken_text=rng.choice([None, "Hi.", "Fine."])
+                    )
+                )
             elif op == 4:
                 run(run.s.function_call("f", '{"a":1}'))
             elif op == 5:
-                run(run.s.response_finished(incomplete_reason=rng.choice(
-                    [None, "max_output_tokens"])))
+                run(
+                    run.s.response_finished(
+                        incomplete_reason=rng.choice([None, "max_output_tokens"])
+                    )
+                )
             elif op == 6:
                 run(run.s.transcript_done(some_id, "words"))
             elif op == 7:
@@ -492,9 +677,14 @@ def test_random_walk_over_real_ids() -> None:
                 target, ms = rng.choice(spoken) if spoken else (some_id, 0)
                 if rng.random() < 0.2:
                     target = some_id
-                run.send({"type": "conversation.item.truncate", "item_id": target,
-                          "content_index": 0,
-                          "audio_end_ms": rng.randrange(0, getattr(ms, "ms", 0) + 100)})
+                run.send(
+                    {
+                        "type": "conversation.item.truncate",
+                        "item_id": target,
+                        "content_index": 0,
+                        "audio_end_ms": rng.randrange(0, getattr(ms, "ms", 0) + 100),
+                    }
+                )
             elif op == 8:
                 run.send({"type": "conversation.item.delete", "item_id": some_id})
             elif op == 9:
@@ -504,14 +694,27 @@ def test_random_walk_over_real_ids() -> None:
             elif op == 11:
                 run.send({"type": "response.cancel"})
             elif op == 12:
-                run.send({"type": "conversation.item.create", "previous_item_id": some_id,
-                          "item": {"type": "message", "role": "user",
-                                   "content": [{"type": "input_text", "text": "x"}]}})
+                run.send(
+                    {
+                        "type": "conversation.item.create",
+                        "previous_item_id": some_id,
+                        "item": {
+                            "type": "message",
+                            "role": "user",
+                            "content": [{"type": "input_text", "text": "x"}],
+                        },
+                    }
+                )
             else:
-                run.send({"type": "input_audio_buffer.append",
-                          "audio": base64.b64encode(pcm(rng.randrange(0, 300))).decode()})
-                run.send({"type": rng.choice(["input_audio_buffer.commit",
-                                              "input_audio_buffer.clear"])})
+                run.send(
+                    {
+                        "type": "input_audio_buffer.append",
+                        "audio": base64.b64encode(pcm(rng.randrange(0, 300))).decode(),
+                    }
+                )
+                run.send(
+                    {"type": rng.choice(["input_audio_buffer.commit", "input_audio_buffer.clear"])}
+                )
             conv = run.s.conversation
             assert len(conv.order) == len(set(conv.order)) == len(conv.items)
             assert set(conv.spoken) <= set(conv.items)

@@ -14,13 +14,21 @@ S = 1_000_000_000
 HELLO = P.Hello(sample_rate=16000)
 AUDIO_IN = P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=0, media_ts=0, pcm=np.zeros(4, np.int16))
 AUDIO_OUT = P.AudioFrame(kind=P.KIND_AUDIO_OUT, seq=0, media_ts=0, pcm=np.zeros(4, np.int16))
-ACK = P.HelloAck(session_id="s", pipeline="p", input_sample_rate=16000,
-                 output_sample_rate=22050, frame_ms=20, max_message_bytes=1, idle_timeout_s=1)
+ACK = P.HelloAck(
+    session_id="s",
+    pipeline="p",
+    input_sample_rate=16000,
+    output_sample_rate=22050,
+    frame_ms=20,
+    max_message_bytes=1,
+    idle_timeout_s=1,
+)
 
 
 def _server(token: str = "") -> ServerRules:
-    return ServerRules(ServerLimits(hello_timeout_ns=5 * S, idle_timeout_ns=60 * S,
-                                    token=token), now_ns=0)
+    return ServerRules(
+        ServerLimits(hello_timeout_ns=5 * S, idle_timeout_ns=60 * S, token=token), now_ns=0
+    )
 
 
 def test_hello_first_then_once() -> None:
@@ -95,9 +103,17 @@ def test_client_rules() -> None:
         c.receive(P.Transcript(turn_id=1, text="x"))
 
 
-_client_msgs = st.sampled_from([HELLO, AUDIO_IN, AUDIO_OUT, P.EndInput(), P.Done(),
-                                P.InterruptMsg(turn_id=1),
-                                P.Playback(turn_id=1, played_samples=0, sample_rate=16000)])
+_client_msgs = st.sampled_from(
+    [
+        HELLO,
+        AUDIO_IN,
+        AUDIO_OUT,
+        P.EndInput(),
+        P.Done(),
+        P.InterruptMsg(turn_id=1),
+        P.Playback(turn_id=1, played_samples=0, sample_rate=16000),
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -119,4 +135,4 @@ def test_any_sequence_either_follows_the_rules_or_raises(msgs: list) -> None:
         ended = [i for i, m in enumerate(accepted) if isinstance(m, P.EndInput)]
         assert len(ended) <= 1
         if ended:
-            assert not any(isinstance(m, P.AudioFrame) for m in accepted[ended[0]:])
+            assert not any(isinstance(m, P.AudioFrame) for m in accepted[ended[0] :])

@@ -16,16 +16,26 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "asr"
 
 async def test_transcripts_come_back_as_events_per_turn() -> None:
     cfg = config.Config()
-    clip = next(c for c in json.loads((DATA / "manifest.json").read_text())["clips"]
-                if c["file"] == "stream2.wav")
+    clip = next(
+        c
+        for c in json.loads((DATA / "manifest.json").read_text())["clips"]
+        if c["file"] == "stream2.wav"
+    )
     pcm, sr = read_wav(DATA / clip["file"])
     pcm44 = resample(pcm, sr, 44100)  # a browser-like capture rate: the server resamples
     server = Server(cfg, pipeline="asr", port=0)
     await server.start()
     try:
-        (res,) = await run_sessions(server.ws_url, pcm44, 44100, cfg, speed=2.0,
-                                    output_sample_rate=16000, trailing_silence_s=0.5,
-                                    timeout_s=60)
+        (res,) = await run_sessions(
+            server.ws_url,
+            pcm44,
+            44100,
+            cfg,
+            speed=2.0,
+            output_sample_rate=16000,
+            trailing_silence_s=0.5,
+            timeout_s=60,
+        )
     finally:
         await server.close()
     out = res.to_json()
@@ -48,8 +58,13 @@ def test_transcribe_command_json_and_errors(tmp_path, capsys) -> None:
     assert [f["turn_id"] for f in out["finals"]] == [1, 2]
     assert out["text"] == " ".join(f["text"] for f in out["finals"])
     assert 0 < out["finals"][0]["end_s"] < out["finals"][1]["start_s"]
-    assert wer("Good morning, how are you today? I would like to book a table for two people.",
-               out["text"]) <= 0.1
+    assert (
+        wer(
+            "Good morning, how are you today? I would like to book a table for two people.",
+            out["text"],
+        )
+        <= 0.1
+    )
     assert cli.main(["transcribe", str(DATA / "silence.wav")]) == 0
     assert capsys.readouterr().out.strip() == ""
     bad = tmp_path / "bad.wav"

@@ -9,8 +9,21 @@ import sys
 
 def test_bench_jitter_simulated_json() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "voicepipe.cli", "bench", "jitter", "--no-real", "--seconds", "12",
-         "--json"], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "voicepipe.cli",
+            "bench",
+            "jitter",
+            "--no-real",
+            "--seconds",
+            "12",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     sc = report["scenarios"]

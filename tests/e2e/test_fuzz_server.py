@@ -33,8 +33,11 @@ from voicepipe.server.app import Server
 MAX_BYTES = 16 * 1024
 RATE = 16000
 DOCUMENTED = {1000, 1001, 1002, 1007, 1008, 1009, 1011, 1013, 4001, 4003, 4008, 4015}
-FUZZ = settings(max_examples=200, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 class Running:
@@ -42,8 +45,12 @@ class Running:
 
     def __init__(self) -> None:
         cfg = config.Config()
-        cfg = dataclasses.replace(cfg, server=dataclasses.replace(
-            cfg.server, max_message_bytes=MAX_BYTES, hello_timeout_s=2.0, idle_timeout_s=5.0))
+        cfg = dataclasses.replace(
+            cfg,
+            server=dataclasses.replace(
+                cfg.server, max_message_bytes=MAX_BYTES, hello_timeout_s=2.0, idle_timeout_s=5.0
+            ),
+        )
         self.cfg = cfg
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -78,16 +85,20 @@ def _audio(seq: int, n: int = 320) -> bytes:
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
 
 @st.composite
 def _message(draw: st.DrawFn) -> tuple[str, object]:
-    kind = draw(st.sampled_from(["hello", "json", "text", "binary", "audio", "huge",
-                                 "truncated", "not_utf8", "end"]))
+    kind = draw(
+        st.sampled_from(
+            ["hello", "json", "text", "binary", "audio", "huge", "truncated", "not_utf8", "end"]
+        )
+    )
     if kind == "hello":
         rate = draw(st.sampled_from([RATE, 48000, 7999, 0]))
         return kind, P.encode_message(P.Hello(sample_rate=rate))
@@ -151,10 +162,23 @@ def _http(port: int, raw: bytes, half_close: bool = True) -> bytes:
 
 
 _paths = st.one_of(
-    st.sampled_from(["/", "/ws", "/healthz", "/metrics", "/index.html", "/../etc/passwd",
-                     "/%2e%2e/%2e%2e/etc/passwd", "//", "/?a=b", "/web/../../x"]),
-    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=60)
-    .map(lambda t: "/" + t),
+    st.sampled_from(
+        [
+            "/",
+            "/ws",
+            "/healthz",
+            "/metrics",
+            "/index.html",
+            "/../etc/passwd",
+            "/%2e%2e/%2e%2e/etc/passwd",
+            "//",
+            "/?a=b",
+            "/web/../../x",
+        ]
+    ),
+    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=60).map(
+        lambda t: "/" + t
+    ),
 )
 
 
@@ -163,11 +187,26 @@ def _request(draw: st.DrawFn) -> bytes:
     method = draw(st.sampled_from(["GET", "POST", "HEAD", "PUT", "BREW", "get", ""]))
     path = draw(_paths)
     version = draw(st.sampled_from(["HTTP/1.1", "HTTP/1.0", "HTTP/2", "", "HTTP/1.1 x"]))
-    headers = draw(st.lists(st.tuples(
-        st.sampled_from(["Host", "Origin", "Upgrade", "Connection", "Sec-WebSocket-Key",
-                         "Sec-WebSocket-Version", "Content-Length", "X-" + "a" * 10]),
-        st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40)),
-        max_size=6))
+    headers = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(
+                    [
+                        "Host",
+                        "Origin",
+                        "Upgrade",
+                        "Connection",
+                        "Sec-WebSocket-Key",
+                        "Sec-WebSocket-Version",
+                        "Content-Length",
+                        "X-" + "a" * 10,
+                    ]
+                ),
+                st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+            ),
+            max_size=6,
+        )
+    )
     lines = [f"{method} {path} {version}".encode()]
     lines += [f"{k}: {v}".encode() for k, v in headers]
     raw = b"\r\n".join(lines) + b"\r\n\r\n"
@@ -186,8 +225,9 @@ def test_fuzzed_clients_never_hurt_the_server_or_an_honest_session(running: Runn
 
     async def honest_loop() -> None:
         while not stop_honest.is_set():
-            (res,) = await run_sessions(url, pcm, RATE, running.cfg, output_sample_rate=RATE,
-                                        trailing_silence_s=0.1)
+            (res,) = await run_sessions(
+                url, pcm, RATE, running.cfg, output_sample_rate=RATE, trailing_silence_s=0.1
+            )
             honest_results.append(res)
 
     honest = asyncio.run_coroutine_threadsafe(honest_loop(), running.loop)
@@ -230,8 +270,11 @@ def test_fuzzed_clients_never_hurt_the_server_or_an_honest_session(running: Runn
         out = res.to_json()
         assert out["ok"] and out["close_code"] == 1000, out
         np.testing.assert_array_equal(res.reply_audio()[: len(sent)], sent)
-    status = _http(server.port, f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{server.port}"
-                                "\r\n\r\n".encode(), half_close=False)
+    status = _http(
+        server.port,
+        f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode(),
+        half_close=False,
+    )
     assert status.startswith(b"HTTP/1.1 200")
 
     async def settled() -> tuple[int, int, int, list[str]]:
@@ -240,9 +283,11 @@ def test_fuzzed_clients_never_hurt_the_server_or_an_honest_session(running: Runn
                 break
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.1)
-        extra = [t.get_name() for t in asyncio.all_tasks()
-                 if not t.done() and t not in running.baseline
-                 and t is not asyncio.current_task()]
+        extra = [
+            t.get_name()
+            for t in asyncio.all_tasks()
+            if not t.done() and t not in running.baseline and t is not asyncio.current_task()
+        ]
         return len(server.sessions), server.admission.sessions, server.admission.pending, extra
 
     open_conns, sessions, pending, leaked = running.call(settled())

@@ -52,8 +52,9 @@ def _speech(seconds: float) -> np.ndarray:
 async def _honest(s: Server, seconds: float = 1.5) -> None:
     """A real headless client session; its echo must come back exactly."""
     pcm = _speech(seconds)
-    (res,) = await run_sessions(s.ws_url, pcm, RATE, s.cfg, output_sample_rate=RATE,
-                                trailing_silence_s=0.1)
+    (res,) = await run_sessions(
+        s.ws_url, pcm, RATE, s.cfg, output_sample_rate=RATE, trailing_silence_s=0.1
+    )
     out = res.to_json()
     assert out["ok"] and out["close_code"] == P.CLOSE_NORMAL, out
     sent = P.pcm16_from_float(pcm)
@@ -67,8 +68,9 @@ async def _metric(s: Server, name: str) -> float:
 
 
 async def _connect(s: Server, local: str = "127.0.0.1", **kw: object) -> object:
-    return await connect(s.ws_url, compression=None, proxy=None, close_timeout=2,
-                         local_addr=(local, 0), **kw)
+    return await connect(
+        s.ws_url, compression=None, proxy=None, close_timeout=2, local_addr=(local, 0), **kw
+    )
 
 
 async def _wait_empty(s: Server) -> None:
@@ -102,8 +104,9 @@ async def test_connect_close_churn_beside_an_honest_client(server: Server) -> No
     assert server.admission.pending == 0 and server.admission.sessions == 0
 
 
-@pytest.mark.parametrize("server", [{"max_pending_per_address": 4, "max_pending": 16}],
-                         indirect=True)
+@pytest.mark.parametrize(
+    "server", [{"max_pending_per_address": 4, "max_pending": 16}], indirect=True
+)
 async def test_a_flood_from_one_address_evicts_only_its_own(server: Server) -> None:
     flood = [await _connect(server, local="127.0.0.2") for _ in range(10)]
     await asyncio.sleep(0.2)
@@ -124,16 +127,20 @@ async def test_a_client_that_never_reads_is_closed(server: Server) -> None:
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: small window
     sock.connect(("127.0.0.1", server.port))
-    ws = await connect(server.ws_url, sock=sock, compression=None, proxy=None,
-                       close_timeout=1, max_queue=1)
+    ws = await connect(
+        server.ws_url, sock=sock, compression=None, proxy=None, close_timeout=1, max_queue=1
+    )
     await ws.send(P.encode_message(P.Hello(sample_rate=48000, output_sample_rate=48000)))
     pcm = np.full(960, 1000, np.int16)
     honest = asyncio.create_task(_honest(server, 3.0))
 
     async def stream() -> None:  # keeps the loopback echo flowing, never reads a byte
         for seq in range(1500):
-            await ws.send(P.encode_audio(P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq,
-                                                      media_ts=seq * 960, pcm=pcm)))
+            await ws.send(
+                P.encode_audio(
+                    P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq, media_ts=seq * 960, pcm=pcm)
+                )
+            )
             await asyncio.sleep(0.02)
 
     streamer = asyncio.create_task(stream())
@@ -170,12 +177,16 @@ async def test_ten_megabyte_frame_and_slowloris(server: Server) -> None:
     await honest
 
 
-@pytest.mark.parametrize("report", [
-    {"first_play_ms": -1.7e308, "now_ms": 1.7e308},
-    {"counters": {"underruns": 1.7e308}, "done": True},
-])
-async def test_absurd_playback_reports_close_only_their_session(server: Server,
-                                                               report: dict) -> None:
+@pytest.mark.parametrize(
+    "report",
+    [
+        {"first_play_ms": -1.7e308, "now_ms": 1.7e308},
+        {"counters": {"underruns": 1.7e308}, "done": True},
+    ],
+)
+async def test_absurd_playback_reports_close_only_their_session(
+    server: Server, report: dict
+) -> None:
     import json
 
     honest = asyncio.create_task(_honest(server, 2.0))
@@ -183,8 +194,13 @@ async def test_absurd_playback_reports_close_only_their_session(server: Server,
         ws = await _connect(server)
         await ws.send(P.encode_message(P.Hello(sample_rate=RATE)))
         assert isinstance(P.decode(await ws.recv()), P.HelloAck)
-        body = {"type": "playback", "turn_id": 1, "played_samples": 0, "sample_rate": RATE,
-                **report}
+        body = {
+            "type": "playback",
+            "turn_id": 1,
+            "played_samples": 0,
+            "sample_rate": RATE,
+            **report,
+        }
         await ws.send(json.dumps(body))
         await asyncio.wait_for(ws.wait_closed(), 10)
         assert ws.close_code == P.CLOSE_PROTOCOL_ERROR

@@ -26,8 +26,10 @@ MAX_BYTES = 64 * 1024
 
 def _cfg() -> config.Config:
     cfg = config.Config()
-    return dataclasses.replace(cfg, server=dataclasses.replace(
-        cfg.server, max_message_bytes=MAX_BYTES, idle_timeout_s=20.0))
+    return dataclasses.replace(
+        cfg,
+        server=dataclasses.replace(cfg.server, max_message_bytes=MAX_BYTES, idle_timeout_s=20.0),
+    )
 
 
 def _audio(seq: int, n: int = 320) -> bytes:
@@ -70,8 +72,9 @@ async def garbage_text(url: str) -> tuple[int | None, str]:
 
 async def oversize(url: str) -> tuple[int | None, str]:
     ws = await _open(url)
-    big = P.encode_audio(P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=1, media_ts=0,
-                                      pcm=np.zeros(MAX_BYTES, np.int16)))
+    big = P.encode_audio(
+        P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=1, media_ts=0, pcm=np.zeros(MAX_BYTES, np.int16))
+    )
     return await _closed_with(ws, big)
 
 
@@ -102,14 +105,25 @@ async def test_bad_clients_do_not_disturb_a_good_session() -> None:
     t = np.arange(rate * 2) / rate
     pcm = (0.3 * np.sin(2 * np.pi * 330 * t) * np.sin(2 * np.pi * 1.5 * t)).astype(np.float32)
     try:
-        good = asyncio.create_task(run_sessions(
-            server.ws_url, pcm, rate, cfg, speed=1.0, output_sample_rate=rate,
-            trailing_silence_s=0.1))
+        good = asyncio.create_task(
+            run_sessions(
+                server.ws_url,
+                pcm,
+                rate,
+                cfg,
+                speed=1.0,
+                output_sample_rate=rate,
+                trailing_silence_s=0.1,
+            )
+        )
         await asyncio.sleep(0.3)  # the good session is streaming when the others strike
         bad = await asyncio.gather(
-            garbage_binary(server.ws_url), garbage_text(server.ws_url),
-            oversize(server.ws_url), audio_before_hello(server.ws_url),
-            server_message_from_client(server.ws_url), vanish(server.ws_url),
+            garbage_binary(server.ws_url),
+            garbage_text(server.ws_url),
+            oversize(server.ws_url),
+            audio_before_hello(server.ws_url),
+            server_message_from_client(server.ws_url),
+            vanish(server.ws_url),
         )
         (res,) = await good
         # Every vanished or refused session is gone from the server's books.
@@ -122,8 +136,13 @@ async def test_bad_clients_do_not_disturb_a_good_session() -> None:
         await server.close()
 
     codes = [b[0] for b in bad[:5]]
-    assert codes == [P.CLOSE_PROTOCOL_ERROR, P.CLOSE_PROTOCOL_ERROR, P.CLOSE_MESSAGE_TOO_BIG,
-                     P.CLOSE_PROTOCOL_ERROR, P.CLOSE_PROTOCOL_ERROR], bad
+    assert codes == [
+        P.CLOSE_PROTOCOL_ERROR,
+        P.CLOSE_PROTOCOL_ERROR,
+        P.CLOSE_MESSAGE_TOO_BIG,
+        P.CLOSE_PROTOCOL_ERROR,
+        P.CLOSE_PROTOCOL_ERROR,
+    ], bad
     assert bad[0][1].startswith("protocol error: unknown audio flags")
     assert "sample_rate" in bad[1][1] and "hello" in bad[3][1] and "server message" in bad[4][1]
 
@@ -144,8 +163,9 @@ async def test_shutdown_mid_stream_closes_1001_and_reaps_everything() -> None:
     await server.start()
     rate = 16000
     pcm = (0.2 * np.sin(np.arange(rate * 5) / 7)).astype(np.float32)
-    clients = asyncio.create_task(run_sessions(server.ws_url, pcm, rate, cfg, concurrency=3,
-                                               output_sample_rate=rate))
+    clients = asyncio.create_task(
+        run_sessions(server.ws_url, pcm, rate, cfg, concurrency=3, output_sample_rate=rate)
+    )
     for _ in range(200):  # wait until all three are streaming
         if len(server.sessions) == 3:
             break

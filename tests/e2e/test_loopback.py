@@ -34,8 +34,7 @@ def voice_like(seconds: float, rate: int, seed: int = 0) -> np.ndarray:
     t = np.arange(round(seconds * rate)) / rate
     f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t)
     phase = 2 * np.pi * np.cumsum(f0) / rate
-    x = sum(rng.uniform(0.2, 1.0) / h * np.sin(h * phase) for h in range(1, 20)
-            if h * 170 < 4000)
+    x = sum(rng.uniform(0.2, 1.0) / h * np.sin(h * phase) for h in range(1, 20) if h * 170 < 4000)
     envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 4 * t) ** 2
     return (0.25 * x * envelope / np.max(np.abs(x))).astype(np.float32)
 
@@ -48,8 +47,8 @@ def aligned_snr_db(ref: np.ndarray, got: np.ndarray) -> tuple[float, int]:
     corr = np.fft.irfft(spec, size)  # corr[k] = Σ got[i + k] ref[i], negative k wrap around
     lag = int(np.argmax(corr))
     lag = lag - size if lag > size // 2 else lag
-    a = ref[max(0, -lag):]
-    b = got[max(0, lag):]
+    a = ref[max(0, -lag) :]
+    b = got[max(0, lag) :]
     m = min(len(a), len(b))
     a, b = a[:m], b[:m]
     # Streaming and offline resamplers may also differ by a constant fraction of a sample
@@ -74,7 +73,9 @@ def _pcm16(path: Path) -> np.ndarray:
 def _spawn_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [*VOICEPIPE, "serve", "--pipeline", "loopback", "--port", "0", *extra],
-        stdout=subprocess.PIPE, stderr=(tmp_path / "serve.log").open("w"), text=True,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "serve.log").open("w"),
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert proc.stdout is not None
@@ -92,10 +93,28 @@ def test_cli_loopback_returns_the_same_samples(tmp_path: Path) -> None:
     proc, url = _spawn_server(tmp_path, "--trace", str(server_trace))
     try:
         out = subprocess.run(
-            [*VOICEPIPE, "client", "--url", url, "--wav", str(wav_in), "--out", str(wav_out),
-             "--json", "--speed", "4", "--output-rate", "16000", "--silence", "0.2",
-             "--trace", str(client_trace)],
-            capture_output=True, text=True, timeout=120,
+            [
+                *VOICEPIPE,
+                "client",
+                "--url",
+                url,
+                "--wav",
+                str(wav_in),
+                "--out",
+                str(wav_out),
+                "--json",
+                "--speed",
+                "4",
+                "--output-rate",
+                "16000",
+                "--silence",
+                "0.2",
+                "--trace",
+                str(client_trace),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     finally:
         proc.send_signal(signal.SIGINT)
@@ -114,15 +133,19 @@ def test_cli_loopback_returns_the_same_samples(tmp_path: Path) -> None:
     # Same rate end to end: the very same PCM16 samples come back.
     sent, got = _pcm16(wav_in), _pcm16(wav_out)
     np.testing.assert_array_equal(got[: len(sent)], sent)
-    assert len(got) == len(sent) + 3200 and not np.any(got[len(sent):])
+    assert len(got) == len(sent) + 3200 and not np.any(got[len(sent) :])
 
     # Traces: the server's (JSONL) and the client's (Chrome JSON) both hold the spans.
     names = {s.name for s in tracing.load(server_trace)}
     assert {"loopback.echo", "loopback.stream"} <= names
     chrome = json.loads(client_trace.read_text())
     assert {e["name"] for e in chrome["traceEvents"] if e["ph"] == "X"} >= {"loopback.echo"}
-    summary = subprocess.run([*VOICEPIPE, "trace", "summarize", str(server_trace), "--json"],
-                             capture_output=True, text=True, timeout=60)
+    summary = subprocess.run(
+        [*VOICEPIPE, "trace", "summarize", str(server_trace), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert json.loads(summary.stdout)["loopback.stream"]["count"] == 1
 
 
@@ -133,15 +156,23 @@ async def test_loopback_resampled(rate_in: int, rate_out: int) -> None:
     await server.start()
     try:
         pcm = voice_like(1.2, rate_in, seed=rate_in)
-        (res,) = await run_sessions(server.ws_url, pcm, rate_in, cfg, speed=4.0,
-                                    output_sample_rate=rate_out, trailing_silence_s=0.2)
+        (res,) = await run_sessions(
+            server.ws_url,
+            pcm,
+            rate_in,
+            cfg,
+            speed=4.0,
+            output_sample_rate=rate_out,
+            trailing_silence_s=0.2,
+        )
     finally:
         await server.close()
     assert res.to_json()["ok"], res.to_json()
     got = res.reply_audio().astype(np.float32) / 32768
     # The path: client rate → ASR rate (16 kHz) → output rate; do the same offline.
-    ref = resample(resample(pcm, rate_in, cfg.audio.asr_sample_rate), cfg.audio.asr_sample_rate,
-                   rate_out)
+    ref = resample(
+        resample(pcm, rate_in, cfg.audio.asr_sample_rate), cfg.audio.asr_sample_rate, rate_out
+    )
     snr, lag = aligned_snr_db(ref, got)
     assert abs(lag) < rate_out // 100  # streaming resamplers keep the timeline
     assert snr > 30, (snr, lag)
@@ -155,7 +186,10 @@ def test_session_info_and_discovery() -> None:
     cfg = dataclasses.replace(config.Config())
     info = SessionInfo.for_config(cfg, input_sample_rate=44100)
     assert (info.input_sample_rate, info.asr_sample_rate, info.output_sample_rate) == (
-        44100, 16000, 22050)
+        44100,
+        16000,
+        22050,
+    )
     assert {"loopback", "parrot"} <= set(available())
     stages = build("loopback", cfg, info)
     assert [s.name for s in stages] == ["loopback", "output"]
@@ -169,8 +203,15 @@ async def test_parrot_measures_voice_to_voice() -> None:
     await server.start()
     try:
         pcm = voice_like(0.6, 16000)
-        (res,) = await run_sessions(server.ws_url, pcm, 16000, cfg, speed=2.0,
-                                    output_sample_rate=16000, trailing_silence_s=0.1)
+        (res,) = await run_sessions(
+            server.ws_url,
+            pcm,
+            16000,
+            cfg,
+            speed=2.0,
+            output_sample_rate=16000,
+            trailing_silence_s=0.1,
+        )
         for _ in range(100):  # the playback report may land just after the session closed
             if any(s.name == "e2e.voice_to_voice" for s in server.tracer.spans):
                 break
@@ -207,8 +248,13 @@ async def test_client_interrupt_cuts_the_reply() -> None:
 
             async def stream() -> None:
                 for seq, i in enumerate(range(0, len(pcm), 320)):
-                    await ws.send(P.encode_audio(P.AudioFrame(
-                        kind=P.KIND_AUDIO_IN, seq=seq, media_ts=i, pcm=pcm[i:i + 320])))
+                    await ws.send(
+                        P.encode_audio(
+                            P.AudioFrame(
+                                kind=P.KIND_AUDIO_IN, seq=seq, media_ts=i, pcm=pcm[i : i + 320]
+                            )
+                        )
+                    )
                     await asyncio.sleep(0.02)
                     if seq == 25:
                         await ws.send(P.encode_message(P.InterruptMsg(turn_id=1)))

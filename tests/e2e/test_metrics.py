@@ -63,8 +63,14 @@ def test_playout_counters_are_running_totals_per_reply() -> None:
     # A session cannot conceal more audio than it has existed, nor underrun more than
     # once a frame, however many turns it claims: s3 (1 s old) adds 1000 ms and 50 at most.
     for turn in range(5):
-        sm.playback("s3", turn, {"underruns": 1e9, "concealed_ms": 1e9}, done=True,
-                    age_ms=1000.0, frame_ms=20.0)
+        sm.playback(
+            "s3",
+            turn,
+            {"underruns": 1e9, "concealed_ms": 1e9},
+            done=True,
+            age_ms=1000.0,
+            frame_ms=20.0,
+        )
     sm.observe(ErrorFrame(code="stage_error", message="x"))
     sm.observe(MetricsFrame(source="llm", values={"drafted": 8, "accepted": 5}))
     sm.observe(SpanFrame(name="llm.ttft", start_ns=0, end_ns=42_000_000))

@@ -67,8 +67,15 @@ async def test_client_through_stalling_proxy_hears_every_sample() -> None:
     sim = NetSim(("127.0.0.1", 0), up, spec, directions="down")
     host, port = await sim.start()
     pcm, sr = read_wav(ROOT / "tests/data/asr/utt01.wav")
-    session = ClientSession(f"ws://{host}:{port}/ws", pcm, sr, cfg, playout="adaptive",
-                            trailing_silence_s=0.3, timeout_s=30)
+    session = ClientSession(
+        f"ws://{host}:{port}/ws",
+        pcm,
+        sr,
+        cfg,
+        playout="adaptive",
+        trailing_silence_s=0.3,
+        timeout_s=30,
+    )
     try:
         res = await session.run()
     finally:
@@ -78,8 +85,14 @@ async def test_client_through_stalling_proxy_hears_every_sample() -> None:
     # stalls really happened on the way down: chunks were held about a stall's length
     assert sim.stats.down.max_held_ns >= 200 * MS
     j = res.jitter
-    for key in ("underruns", "concealed_ms", "accelerated_ms", "stretched_ms",
-                "current_delay_ms", "target_delay_ms"):
+    for key in (
+        "underruns",
+        "concealed_ms",
+        "accelerated_ms",
+        "stretched_ms",
+        "current_delay_ms",
+        "target_delay_ms",
+    ):
         assert key in j
     # loopback: what came back is what was sent; the playout played all of it, once
     out = res.reply_audio()
@@ -95,10 +108,22 @@ async def test_client_through_stalling_proxy_hears_every_sample() -> None:
 async def test_netsim_command_forwards() -> None:
     srv, port = await _echo_server()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "voicepipe.cli", "netsim", "--listen", "127.0.0.1:0",
-        "--upstream", f"127.0.0.1:{port}", "--delay-ms", "5", "--jitter-ms", "2",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        sys.executable,
+        "-m",
+        "voicepipe.cli",
+        "netsim",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        f"127.0.0.1:{port}",
+        "--delay-ms",
+        "5",
+        "--jitter-ms",
+        "2",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
@@ -121,7 +146,15 @@ async def test_netsim_command_forwards() -> None:
 
 async def test_netsim_command_rejects_bad_address() -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "voicepipe.cli", "netsim", "--listen", "nowhere",
-        "--upstream", "127.0.0.1:1", stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "voicepipe.cli",
+        "netsim",
+        "--listen",
+        "nowhere",
+        "--upstream",
+        "127.0.0.1:1",
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await proc.communicate()
     assert proc.returncode == 2 and b"HOST:PORT" in err

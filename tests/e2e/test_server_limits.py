@@ -58,9 +58,15 @@ async def test_token(make_server) -> None:
     await ws.close()
 
 
-@pytest.mark.parametrize("hello", [P.Hello(sample_rate=7000), P.Hello(sample_rate=96000),
-                                   P.Hello(sample_rate=16000, format="opus"),
-                                   P.Hello(sample_rate=16000, output_sample_rate=4000)])
+@pytest.mark.parametrize(
+    "hello",
+    [
+        P.Hello(sample_rate=7000),
+        P.Hello(sample_rate=96000),
+        P.Hello(sample_rate=16000, format="opus"),
+        P.Hello(sample_rate=16000, output_sample_rate=4000),
+    ],
+)
 async def test_wrong_format_or_rate(make_server, hello: P.Hello) -> None:
     s = await make_server()
     ws, reply = await _hello(s.ws_url, hello)
@@ -82,8 +88,7 @@ async def test_origin_allow_list(make_server) -> None:
     assert isinstance(reply, P.HelloAck)
     await ws.close()
     with pytest.raises(InvalidStatus):
-        await _hello(s2.ws_url, P.Hello(sample_rate=16000),
-                     origin=f"http://127.0.0.1:{s2.port}")
+        await _hello(s2.ws_url, P.Hello(sample_rate=16000), origin=f"http://127.0.0.1:{s2.port}")
 
 
 async def test_too_many_sessions(make_server) -> None:
@@ -168,9 +173,14 @@ async def test_dns_rebinding_is_refused(make_server) -> None:
     evil.example: the names are judged against the server's own, not the client's Host."""
     s = await make_server()
     evil = f"evil.example:{s.port}"
-    upgrade = {"Host": evil, "Origin": f"http://{evil}", "Upgrade": "websocket",
-               "Connection": "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
-               "Sec-WebSocket-Version": "13"}
+    upgrade = {
+        "Host": evil,
+        "Origin": f"http://{evil}",
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
     assert await asyncio.to_thread(_request, s.port, "/ws", upgrade) == 403
     own_upgrade = {**upgrade, "Host": f"127.0.0.1:{s.port}", "Origin": f"http://127.0.0.1:{s.port}"}
     assert await asyncio.to_thread(_request, s.port, "/ws", own_upgrade) == 101
@@ -193,5 +203,6 @@ async def test_dns_rebinding_is_refused(make_server) -> None:
         await ws.close()
     # The right name on another port is another origin.
     with pytest.raises(InvalidStatus):
-        await connect(s.ws_url, compression=None, proxy=None,
-                      origin=f"http://127.0.0.1:{s.port + 1}")
+        await connect(
+            s.ws_url, compression=None, proxy=None, origin=f"http://127.0.0.1:{s.port + 1}"
+        )

@@ -48,8 +48,7 @@ async def test_close_lets_the_reply_in_flight_finish() -> None:
     await server.start()
     url = server.ws_url
     pcm = _tone(3.0)
-    talking = ClientSession(url, pcm, RATE, cfg, output_sample_rate=RATE,
-                            trailing_silence_s=0.1)
+    talking = ClientSession(url, pcm, RATE, cfg, output_sample_rate=RATE, trailing_silence_s=0.1)
     speaking = asyncio.create_task(talking.run())
     idle = await _idle_session(url)  # said hello, nothing in flight
     for _ in range(200):  # the loopback reply is playing
@@ -74,7 +73,9 @@ def test_sigterm_mid_reply_finishes_it_and_exits_0(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     proc = subprocess.Popen(
         [*VOICEPIPE, "serve", "--pipeline", "parrot", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -87,8 +88,9 @@ def test_sigterm_mid_reply_finishes_it_and_exits_0(tmp_path: Path) -> None:
 
         async def drive() -> object:
             cfg = config.Config()
-            client = ClientSession(url, pcm, RATE, cfg, output_sample_rate=RATE, speed=4.0,
-                                   trailing_silence_s=0.1)
+            client = ClientSession(
+                url, pcm, RATE, cfg, output_sample_rate=RATE, speed=4.0, trailing_silence_s=0.1
+            )
             task = asyncio.create_task(client.run())
             for _ in range(3000):  # until parrot is playing the recording back
                 if client.res.turns:

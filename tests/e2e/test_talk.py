@@ -17,8 +17,9 @@ def test_talk_without_audio_device_says_so() -> None:
     sd = pytest.importorskip("sounddevice")
     if check_devices(sd) is None:
         pytest.skip("this machine has an audio device")
-    proc = subprocess.run([sys.executable, "-m", "voicepipe.cli", "talk"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "voicepipe.cli", "talk"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1
     assert "no audio input device found" in proc.stderr
     assert "voicepipe serve" in proc.stderr and "voicepipe client --wav" in proc.stderr
@@ -46,8 +47,12 @@ def test_check_devices_names_the_missing_side() -> None:
 
 
 def test_talk_help_is_helpful() -> None:
-    proc = subprocess.run([sys.executable, "-m", "voicepipe.cli", "talk", "--help"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "voicepipe.cli", "talk", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "libportaudio2" in proc.stdout
 
 
@@ -71,7 +76,7 @@ class ThreadStream:
         t0, k = time.monotonic(), 0
         while not self.stop.is_set():
             if self.kind == "input":
-                chunk = self.feed[k * self.block:(k + 1) * self.block]
+                chunk = self.feed[k * self.block : (k + 1) * self.block]
                 if len(chunk) < self.block:
                     chunk = np.zeros(self.block, np.int16)
                 self.cb(chunk.reshape(-1, 1), self.block, None, None)
@@ -110,8 +115,12 @@ async def test_talk_session_round_trip_with_device_threads() -> None:
 
     class Sd(FakeSd):
         def query_devices(self, device=None, kind=None):  # noqa: ANN001, ANN201
-            return {"name": "x", "max_input_channels": 1, "max_output_channels": 1,
-                    "default_samplerate": 24000.0}
+            return {
+                "name": "x",
+                "max_input_channels": 1,
+                "max_output_channels": 1,
+                "default_samplerate": 24000.0,
+            }
 
         def InputStream(self, samplerate, channels, dtype, blocksize, device, callback):  # noqa: ANN001, ANN201, N802
             streams.append(ThreadStream(samplerate, blocksize, callback, "input", feed))

@@ -87,8 +87,10 @@ def test_encode_decode_quality_improves_with_q(codec, sentence):
     assert torch.equal(codec.encode_all(wave)[:, :4], codes)
     target = C.wave_to_steps(wave)
     all_codes = codec.encode_all(wave)
-    errs = [float((codec.vectors(all_codes[:, :q]) - target).square().mean().sqrt())
-            for q in (1, 2, 4, 8)]
+    errs = [
+        float((codec.vectors(all_codes[:, :q]) - target).square().mean().sqrt())
+        for q in (1, 2, 4, 8)
+    ]
     assert errs[0] > errs[1] > errs[2] > errs[3]
     assert errs[2] < 0.8  # RMS log-mel error per bin at Q=4 on unseen speech
     mel = codec.decode_mel(codes)
@@ -106,8 +108,9 @@ def test_round_trip_is_intelligible_and_streams(codec, sentence):
     assert wer([text], [transcribe(out, 22050)]) <= 0.2
     # Resynthesis keeps the mel of the original within a bounded error.
     n = len(wave) // 1024 * 1024
-    assert (log_mel(torch.from_numpy(out[:n])) - log_mel(torch.from_numpy(wave[:n]))) \
-        .abs().mean() < 1.0
+    assert (
+        log_mel(torch.from_numpy(out[:n])) - log_mel(torch.from_numpy(wave[:n]))
+    ).abs().mean() < 1.0
     dec = codec.stream_decoder()
     parts = [dec.push(codes[i]) for i in range(len(codes))]  # frame by frame
     parts.append(dec.flush())
@@ -128,8 +131,9 @@ def test_distances(codec):
     # Frames that differ only at level 2 are as far apart as those two level-2 code vectors.
     fa = torch.tensor([5, 9, 11, 13])
     fb = torch.tensor([5, 9, 12, 13])
-    assert torch.isclose(codec.frame_distance(fa, fb), codec.code_distance(11, 12, level=2),
-                         atol=1e-5)
+    assert torch.isclose(
+        codec.frame_distance(fa, fb), codec.code_distance(11, 12, level=2), atol=1e-5
+    )
 
 
 def test_save_load_and_errors(codec, tmp_path):

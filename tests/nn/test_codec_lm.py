@@ -106,8 +106,8 @@ class CodecLMScorer:
     def score(self, hist: list[int], drafts: np.ndarray) -> np.ndarray:
         wanted = [self.t.bos, *hist]
         self.t.rollback(min(self.t._valid(wanted), len(wanted) - 1))
-        fed = wanted[self.t.length:] + [int(d) for d in drafts]
-        return self.t.score(fed).logits[-(len(drafts) + 1):]
+        fed = wanted[self.t.length :] + [int(d) for d in drafts]
+        return self.t.score(fed).logits[-(len(drafts) + 1) :]
 
 
 def test_interleaved_utterances_share_one_model() -> None:

@@ -54,7 +54,10 @@ def test_engine_builds_the_eagle_drafter(engine) -> None:
     from voicepipe.nn.engine import TUNINGS
 
     EAGLE_ALT_MIN, EAGLE_K, EAGLE_MIN_PATH = (
-        TUNINGS.eagle_alt_min, TUNINGS.eagle_k, TUNINGS.eagle_min_path)
+        TUNINGS.eagle_alt_min,
+        TUNINGS.eagle_k,
+        TUNINGS.eagle_min_path,
+    )
 
     assert engine.k_max == EAGLE_K and engine.verify_cost == 1.0
     assert engine.proposer.min_path == EAGLE_MIN_PATH > 0

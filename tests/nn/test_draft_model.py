@@ -15,8 +15,16 @@ from voicepipe.nn.draft_model import (
     to_reduced,
 )
 
-TINY = DraftArgs(dim=32, n_head=4, n_kv_head=2, head_dim=8, ffn_dim=48, n_layer=2,
-                 rope_base=10000.0, target_vocab=100)
+TINY = DraftArgs(
+    dim=32,
+    n_head=4,
+    n_kv_head=2,
+    head_dim=8,
+    ffn_dim=48,
+    n_layer=2,
+    rope_base=10000.0,
+    target_vocab=100,
+)
 
 
 def _tiny(seed: int = 0) -> EagleDraft:
@@ -153,10 +161,12 @@ def test_committed_draft_is_exact_and_accepts(target) -> None:
     dec = SpeculativeDecoder(ft, prop, SamplingParams(), k=3, adaptive=False)
     total = SpecMetrics()
     for question in ("How do I make a cup of tea?", "What is a haiku?"):
-        ids = tok.chat_ids([
-            {"role": "system", "content": "You are a helpful voice assistant."},
-            {"role": "user", "content": question},
-        ])
+        ids = tok.chat_ids(
+            [
+                {"role": "system", "content": "You are a helpful voice assistant."},
+                {"role": "user", "content": question},
+            ]
+        )
         plain = [t for s in plain_dec.generate(ids, 32, stop) for t in s]
         spec = [t for s in dec.generate(ids, 32, stop) for t in s]
         assert spec == plain, question

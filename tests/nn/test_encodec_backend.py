@@ -33,8 +33,12 @@ def test_import_does_not_need_torchaudio():
 
 
 def test_interface_shapes(codec):
-    assert (codec.sample_rate, codec.frame_rate, codec.codebook_size, codec.q) == \
-        (24000, 75.0, 1024, 8)
+    assert (codec.sample_rate, codec.frame_rate, codec.codebook_size, codec.q) == (
+        24000,
+        75.0,
+        1024,
+        8,
+    )
     rng = np.random.default_rng(0)
     wave = (0.1 * rng.standard_normal(24000 + 100)).astype(np.float32)
     codes = codec.encode(wave)

@@ -13,8 +13,13 @@ def teacher() -> HibariTeacher:
     return HibariTeacher()
 
 
-@pytest.mark.parametrize("text", ["Sure! The capital of France is Paris.",
-                                  "It's 7:30 pm on March 3rd, 2024. Call me at 555 1234."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sure! The capital of France is Paris.",
+        "It's 7:30 pm on March 3rd, 2024. Call me at 555 1234.",
+    ],
+)
 def test_duration_sum_equals_samples(teacher: HibariTeacher, text: str) -> None:
     utt = teacher.synthesize(text)
     assert len(utt.durations) == len(utt.ids)

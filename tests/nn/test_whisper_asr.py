@@ -46,7 +46,8 @@ def test_loop_helpers():
     assert repeats("Add 3 up Add 3 up Add 3 up")
     assert cut_loop("Add 3 up Add 3 up Add 3 up") == "Add 3 up"
     assert cut_loop("Good morning, how are you? Good morning, how are") == (
-        "Good morning, how are you?")
+        "Good morning, how are you?"
+    )
     assert cut_loop("Turn on the kitchen lights.") == "Turn on the kitchen lights."
     assert not repeats("one two three four five six")
     assert periodic("Hello Hello") and periodic("bye bye bye") and not periodic("Hello.")

@@ -21,10 +21,12 @@ from voicepipe.spec.sampling import SamplingParams
 
 def _pair(seed: int = 0):
     torch.manual_seed(seed)
-    t = CodecLM(ModelArgs(n_phon=30, codebook=16, n_q=2, dim=32, n_layers=2, n_heads=2,
-                          max_frames=96))
-    d = CodecLM(ModelArgs(n_phon=30, codebook=16, n_q=1, dim=16, n_layers=1, n_heads=2,
-                          max_frames=96))
+    t = CodecLM(
+        ModelArgs(n_phon=30, codebook=16, n_q=2, dim=32, n_layers=2, n_heads=2, max_frames=96)
+    )
+    d = CodecLM(
+        ModelArgs(n_phon=30, codebook=16, n_q=1, dim=16, n_layers=1, n_heads=2, max_frames=96)
+    )
     for m in (t, d):
         init_weights(m)
         m.eval()
@@ -33,18 +35,40 @@ def _pair(seed: int = 0):
     f = torch.from_numpy
     ids = torch.randint(1, 30, (1, len(dur)))
     with torch.no_grad():
-        ct, cd = (m.condition(ids, f(al.index)[None], f(al.ahead)[None], f(al.progress)[None],
-                              f(al.dur_bucket)[None]) for m in (t, d))
+        ct, cd = (
+            m.condition(
+                ids,
+                f(al.index)[None],
+                f(al.ahead)[None],
+                f(al.progress)[None],
+                f(al.dur_bucket)[None],
+            )
+            for m in (t, d)
+        )
     return t, d, ct, cd
 
 
-def _run(proposer, target, rule="greedy", beta=0.0, top_k=3, temperature=0.0, distance=None,
-         k=None, seed=0) -> tuple[np.ndarray, SpecMetrics]:
+def _run(
+    proposer,
+    target,
+    rule="greedy",
+    beta=0.0,
+    top_k=3,
+    temperature=0.0,
+    distance=None,
+    k=None,
+    seed=0,
+) -> tuple[np.ndarray, SpecMetrics]:
     sp = SamplingParams(temperature=temperature, seed=seed)
     ctl = k or AdaptiveK.for_codec(4)
-    dec = SpeculativeDecoder(target, proposer, sp, k=ctl.k, rule=rules.from_config(
-        rule, beta=beta, top_k=top_k, sampling=sp, distance=distance),
-        controller=lambda: ctl)
+    dec = SpeculativeDecoder(
+        target,
+        proposer,
+        sp,
+        k=ctl.k,
+        rule=rules.from_config(rule, beta=beta, top_k=top_k, sampling=sp, distance=distance),
+        controller=lambda: ctl,
+    )
     blocks = [target.levels(out) for out in dec.generate([target.bos], 40)]
     return np.concatenate(blocks), dec.metrics
 
@@ -53,8 +77,9 @@ def _run(proposer, target, rule="greedy", beta=0.0, top_k=3, temperature=0.0, di
 def test_greedy_speculation_is_token_identical_to_plain_ar(rule: str) -> None:
     t, d, ct, cd = _pair()
     plain, st0 = _run(None, CodecLMTarget(t, ct))
-    spec, st = _run(CodecLMProposer(d, cd), CodecLMTarget(t, ct), rule=rule, beta=0.0,
-                    k=AdaptiveK.for_codec(3))
+    spec, st = _run(
+        CodecLMProposer(d, cd), CodecLMTarget(t, ct), rule=rule, beta=0.0, k=AdaptiveK.for_codec(3)
+    )
     assert plain.shape == (40, 2)
     np.testing.assert_array_equal(spec, plain)
     assert st0.target_passes == 40 and st0.drafts == 0
@@ -65,8 +90,12 @@ def test_greedy_speculation_is_token_identical_to_plain_ar(rule: str) -> None:
 def test_draft_equal_to_target_accepts_everything_and_saves_passes() -> None:
     t, _, ct, _ = _pair()
     plain, _ = _run(None, CodecLMTarget(t, ct))
-    spec, st = _run(CodecLMProposer(t, ct), CodecLMTarget(t, ct), rule="greedy",
-                    k=AdaptiveK.for_codec(4, adaptive=False))
+    spec, st = _run(
+        CodecLMProposer(t, ct),
+        CodecLMTarget(t, ct),
+        rule="greedy",
+        k=AdaptiveK.for_codec(4, adaptive=False),
+    )
     np.testing.assert_array_equal(spec, plain)
     assert st.acceptance_rate == 1.0
     assert st.target_passes == 8  # 40 frames / (4 drafts + 1 bonus)
@@ -75,8 +104,14 @@ def test_draft_equal_to_target_accepts_everything_and_saves_passes() -> None:
 
 def test_relaxed_beta_one_accepts_every_sampled_draft() -> None:
     t, d, ct, cd = _pair(1)
-    _, st = _run(CodecLMProposer(d, cd, temperature=1.0), CodecLMTarget(t, ct), rule="relaxed",
-                 beta=1.0, temperature=1.0, k=AdaptiveK.for_codec(3, adaptive=False))
+    _, st = _run(
+        CodecLMProposer(d, cd, temperature=1.0),
+        CodecLMTarget(t, ct),
+        rule="relaxed",
+        beta=1.0,
+        temperature=1.0,
+        k=AdaptiveK.for_codec(3, adaptive=False),
+    )
     assert st.acceptance_rate == 1.0
 
 
@@ -84,17 +119,34 @@ def test_topk_and_acoustic_rules_run_and_loosen_with_tolerance() -> None:
     t, d, ct, cd = _pair(2)
     rates = []
     for kk in (1, 8):
-        _, st = _run(CodecLMProposer(d, cd), CodecLMTarget(t, ct), rule="topk", top_k=kk,
-                     k=AdaptiveK.for_codec(3, adaptive=False))
+        _, st = _run(
+            CodecLMProposer(d, cd),
+            CodecLMTarget(t, ct),
+            rule="topk",
+            top_k=kk,
+            k=AdaptiveK.for_codec(3, adaptive=False),
+        )
         rates.append(st.acceptance_rate)
     assert rates[1] >= rates[0]
     cb = np.random.default_rng(0).normal(size=(16, 4))
     dist = np.linalg.norm(cb[:, None] - cb[None], axis=-1)
     dist /= dist.mean()
-    _, s0 = _run(CodecLMProposer(d, cd), CodecLMTarget(t, ct), rule="acoustic", beta=0.0,
-                 distance=dist, k=AdaptiveK.for_codec(3, adaptive=False))
-    _, s1 = _run(CodecLMProposer(d, cd), CodecLMTarget(t, ct), rule="acoustic", beta=10.0,
-                 distance=dist, k=AdaptiveK.for_codec(3, adaptive=False))
+    _, s0 = _run(
+        CodecLMProposer(d, cd),
+        CodecLMTarget(t, ct),
+        rule="acoustic",
+        beta=0.0,
+        distance=dist,
+        k=AdaptiveK.for_codec(3, adaptive=False),
+    )
+    _, s1 = _run(
+        CodecLMProposer(d, cd),
+        CodecLMTarget(t, ct),
+        rule="acoustic",
+        beta=10.0,
+        distance=dist,
+        k=AdaptiveK.for_codec(3, adaptive=False),
+    )
     assert s1.acceptance_rate == 1.0 and s1.acceptance_rate >= s0.acceptance_rate
 
 
@@ -134,7 +186,14 @@ def test_sampled_tolerance_rules_score_every_draft(seed: int) -> None:
     for rule in ("topk", "acoustic"):
         cb = np.random.default_rng(seed).normal(size=(16, 4))
         dist = np.linalg.norm(cb[:, None] - cb[None], axis=-1)
-        codes, st = _run(CodecLMProposer(d, cd, temperature=0.8, seed=seed), CodecLMTarget(t, ct),
-                         rule=rule, top_k=1, beta=0.5, temperature=0.8, distance=dist,
-                         seed=seed)
+        codes, st = _run(
+            CodecLMProposer(d, cd, temperature=0.8, seed=seed),
+            CodecLMTarget(t, ct),
+            rule=rule,
+            top_k=1,
+            beta=0.5,
+            temperature=0.8,
+            distance=dist,
+            seed=seed,
+        )
         assert codes.shape == (40, 2) and st.tokens == 40

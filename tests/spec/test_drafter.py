@@ -18,10 +18,18 @@ def test_kinds_and_what_they_own() -> None:
     assert (ngram.kind, ngram.k_max, ngram.verify_cost) == ("ngram", 8, 1.0)
     eagle = _parse("smollm2-draft")
     assert (eagle.kind, eagle.name, eagle.k_max, eagle.reply_store) == (
-        "eagle", "smollm2-draft", 3, False)
+        "eagle",
+        "smollm2-draft",
+        3,
+        False,
+    )
     hybrid = _parse("ngram+smollm2-draft")
     assert (hybrid.kind, hybrid.lookup, hybrid.reply_store, hybrid.k_max) == (
-        "eagle", True, True, 6)
+        "eagle",
+        True,
+        True,
+        6,
+    )
     assert not _parse("ngram+smollm2-draft", reply_store=False).reply_store
     model = _parse("qwen2.5-coder-0.5b")
     assert (model.kind, model.k_max, model.verify_cost) == ("model", 8, 1.5)

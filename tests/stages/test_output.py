@@ -35,8 +35,9 @@ def _cfg(lead_ms: int = 40) -> config.Config:
     return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, lead_ms=lead_ms))
 
 
-async def _run(frames: list[Frame], out_rate: int, *, interrupt_after: int | None = None
-               ) -> list[Frame]:
+async def _run(
+    frames: list[Frame], out_rate: int, *, interrupt_after: int | None = None
+) -> list[Frame]:
     cfg = _cfg()
     session = SessionInfo.for_config(cfg, output_sample_rate=out_rate)
     out: list[Frame] = []
@@ -94,8 +95,14 @@ async def test_frames_seq_media_ts_and_last() -> None:
 
 async def test_resamples_to_the_session_rate() -> None:
     pcm = _tone(22050 // 5, 22050)  # 0.2 s
-    out = await _run([ReplyAudio(turn_id=1, pcm=pcm, sample_rate=22050), ReplyEnd(turn_id=1),
-                      InputEnd(turn_id=1)], 48000)
+    out = await _run(
+        [
+            ReplyAudio(turn_id=1, pcm=pcm, sample_rate=22050),
+            ReplyEnd(turn_id=1),
+            InputEnd(turn_id=1),
+        ],
+        48000,
+    )
     audio = [f for f in out if isinstance(f, AudioOut)]
     assert all(len(a.pcm) == 960 for a in audio[:-1])
     total = sum(len(a.pcm) for a in audio)
@@ -107,8 +114,9 @@ async def test_resamples_to_the_session_rate() -> None:
 @pytest.mark.timeout(30)  # an Inbox that spins after drop_data used to hang here
 async def test_interrupt_stops_within_one_frame() -> None:
     pcm = _tone(16000 * 3, 16000)  # 3 s: far longer than the test waits
-    frames: list[Frame] = [ReplyAudio(turn_id=1, pcm=c, sample_rate=16000)
-                           for c in np.array_split(pcm, 30)]
+    frames: list[Frame] = [
+        ReplyAudio(turn_id=1, pcm=c, sample_rate=16000) for c in np.array_split(pcm, 30)
+    ]
     frames += [ReplyEnd(turn_id=1), InputEnd(turn_id=2)]
     out = await _run(frames, 16000, interrupt_after=5)
     mark = next(i for i, f in enumerate(out) if isinstance(f, Interrupt) and f.turn_id == -1)

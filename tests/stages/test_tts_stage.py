@@ -121,8 +121,9 @@ async def test_cut_reply_sends_the_heard_words_upstream(backend: HibariBackend) 
     n2 = sum(len(a.pcm) for a in audio) - n1
     # Played: the whole first chunk and a bit over half of the second (7 words → 4).
     played = int(n1 + n2 * 4.2 / 7)
-    await p.put(PlaybackReport(turn_id=1, reply_turn=1, played_samples=played,
-                               sample_rate=22050, done=True))
+    await p.put(
+        PlaybackReport(turn_id=1, reply_turn=1, played_samples=played, sample_rate=22050, done=True)
+    )
     await _wait_for(upstream, ReplyHeard, timeout_s=5)
     await p.stop()
     (heard,) = [f for f in upstream if isinstance(f, ReplyHeard)]
@@ -138,8 +139,9 @@ async def test_played_to_the_end_sends_nothing_upstream(backend: HibariBackend) 
     await p.put(TextChunk(turn_id=1, text="All done.", last=True))
     await _wait_for(out, ReplyEnd)
     total = sum(len(f.pcm) for f in out if isinstance(f, ReplyAudio))
-    await p.put(PlaybackReport(turn_id=1, reply_turn=1, played_samples=total,
-                               sample_rate=22050, done=True))
+    await p.put(
+        PlaybackReport(turn_id=1, reply_turn=1, played_samples=total, sample_rate=22050, done=True)
+    )
     await p.put(InputEnd(turn_id=1))
     await _wait_for(out, InputEnd)
     await p.stop()
@@ -213,8 +215,11 @@ async def test_backends_speak_normalised_text_and_heard_keeps_the_original(
         # 12 spoken words in the second chunk; played: "It opened in fifteen ninety-seven"
         # and a bit: "1597" (3 spoken words) counts, "for" does not.
         played = int(n1 + n2 * 6.3 / 12)
-        await p.put(PlaybackReport(turn_id=1, reply_turn=1, played_samples=played,
-                                   sample_rate=22050, done=True))
+        await p.put(
+            PlaybackReport(
+                turn_id=1, reply_turn=1, played_samples=played, sample_rate=22050, done=True
+            )
+        )
         await _wait_for(upstream, ReplyHeard, timeout_s=5)
         await p.stop()
     finally:

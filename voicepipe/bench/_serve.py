@@ -37,12 +37,27 @@ class ServeProcess:
 
 
 @asynccontextmanager
-async def serve_process(pipeline: str, cfg: Config | None = None, *, trace: str | None = None,
-                        start_timeout_s: float = 300.0) -> AsyncIterator[ServeProcess]:
+async def serve_process(
+    pipeline: str,
+    cfg: Config | None = None,
+    *,
+    trace: str | None = None,
+    start_timeout_s: float = 300.0,
+) -> AsyncIterator[ServeProcess]:
     """``async with serve_process("assistant", cfg) as srv: …`` on 127.0.0.1, a free port."""
     cfg_file = None
-    args = [sys.executable, "-m", "voicepipe.cli", "serve", "--pipeline", pipeline,
-            "--host", "127.0.0.1", "--port", "0"]
+    args = [
+        sys.executable,
+        "-m",
+        "voicepipe.cli",
+        "serve",
+        "--pipeline",
+        pipeline,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
     if trace:
         args += ["--trace", trace]
     if cfg is not None:
@@ -51,8 +66,11 @@ async def serve_process(pipeline: str, cfg: Config | None = None, *, trace: str 
             cfg_file = f.name
         args += ["--config", cfg_file]
     proc = await asyncio.create_subprocess_exec(
-        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         assert proc.stdout is not None
         # Model preloading happens before the URL line; the first line may take a while.

@@ -42,11 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--quick", action="store_true",
-                   help="real-time pass over 4 clips instead of all (accuracy pass unchanged)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="real-time pass over 4 clips instead of all (accuracy pass unchanged)",
+    )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
-    p.add_argument("--clips", default=None,
-                   help="folder with manifest.json (default: tests/data/asr)")
+    p.add_argument(
+        "--clips", default=None, help="folder with manifest.json (default: tests/data/asr)"
+    )
     p.set_defaults(func=run)
 
 
@@ -56,8 +60,11 @@ def _pct(values: list[float]) -> dict[str, float]:
     if not values:
         return {"p50": float("nan"), "p95": float("nan"), "n": 0}
     a = np.asarray(values, dtype=np.float64)
-    return {"p50": round(float(np.percentile(a, 50)), 1),
-            "p95": round(float(np.percentile(a, 95)), 1), "n": len(values)}
+    return {
+        "p50": round(float(np.percentile(a, 50)), 1),
+        "p95": round(float(np.percentile(a, 95)), 1),
+        "n": len(values),
+    }
 
 
 def _onset(pcm, sr: int) -> int:
@@ -95,15 +102,19 @@ async def _realtime(cfg, asr, pcm, sr: int, onset: bool) -> dict:
     for seq, i in enumerate(range(0, len(pcm), n)):
         due = t0 + (i + n) * 1_000_000_000 // sr  # when a mic would have delivered this frame
         await asyncio.sleep(max(0.0, (due - now_ns()) / 1e9))
-        await pipe.put(AudioIn(pcm=pcm[i : i + n], sample_rate=sr, seq=seq,
-                               media_ns=i * 1_000_000_000 // sr))
+        await pipe.put(
+            AudioIn(pcm=pcm[i : i + n], sample_rate=sr, seq=seq, media_ns=i * 1_000_000_000 // sr)
+        )
     await pipe.put(InputEnd())
     t_end = time.perf_counter()
     await asyncio.wait_for(done.wait(), 120)
     tail_s = time.perf_counter() - t_end
     await pipe.stop()
-    spans = [f for f in out if isinstance(f, SpanFrame) and f.name == "asr.final"
-             and not f.attrs.get("empty")]
+    spans = [
+        f
+        for f in out
+        if isinstance(f, SpanFrame) and f.name == "asr.final" and not f.attrs.get("empty")
+    ]
     onset_idx = _onset(pcm, sr) if onset else -1
     starts = [f for f in out if isinstance(f, SpeechStart)]
     start_ms = []
@@ -154,8 +165,9 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
 
     rt_clips = clips
     if quick:
-        rt_clips = [c for c in clips if c["file"] in
-                    ("utt01.wav", "utt07.wav", "stream2.wav", "noise.wav")] or clips[:4]
+        rt_clips = [
+            c for c in clips if c["file"] in ("utt01.wav", "utt07.wav", "stream2.wav", "noise.wav")
+        ] or clips[:4]
     final_ms, since_ms, start_ms, lag_ms, decodes = [], [], [], [], []
     early = finals = 0
     audio_s = 0.0

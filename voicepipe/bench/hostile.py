@@ -27,8 +27,12 @@ from voicepipe.bench.e2e import QUESTIONS, _pcts, speak
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("hostile", help="an honest session's latency alone vs under attack (JSON)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "hostile",
+        help="an honest session's latency alone vs under attack (JSON)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--questions", type=int, default=len(QUESTIONS))
     p.add_argument("--rounds", type=int, default=1, help="ask every question N times each way")
     p.add_argument("--pipeline", default="assistant")
@@ -39,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def _ws(url: str, **kw: Any) -> Any:
     from websockets.asyncio.client import connect
 
-    return await connect(url, compression=None, proxy=None, close_timeout=1, open_timeout=10,
-                         max_size=None, **kw)
+    return await connect(
+        url, compression=None, proxy=None, close_timeout=1, open_timeout=10, max_size=None, **kw
+    )
 
 
 async def _hello(url: str, **kw: Any) -> Any:
@@ -86,17 +91,29 @@ async def attack(url: str, stop: asyncio.Event) -> Counter[str]:
             outcomes["churn"] += 1
 
     async def garbage() -> None:
-        for data in (b"\x01\x01junk", '{"type":"hello","sample_rate":"loud"}',
-                     bytes(10 * 1024 * 1024)):
+        for data in (
+            b"\x01\x01junk",
+            '{"type":"hello","sample_rate":"loud"}',
+            bytes(10 * 1024 * 1024),
+        ):
             ws = await _hello(url)
             await ws.send(data)
             outcomes[f"garbage:{await _closed(ws)}"] += 1
 
     async def absurd_playback() -> None:
         ws = await _hello(url)
-        await ws.send(json.dumps({"type": "playback", "turn_id": 1, "played_samples": 0,
-                                  "sample_rate": 16000, "first_play_ms": -1.7e308,
-                                  "now_ms": 1.7e308}))
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "playback",
+                    "turn_id": 1,
+                    "played_samples": 0,
+                    "sample_rate": 16000,
+                    "first_play_ms": -1.7e308,
+                    "now_ms": 1.7e308,
+                }
+            )
+        )
         outcomes[f"playback:{await _closed(ws)}"] += 1
 
     async def never_reads() -> None:
@@ -107,8 +124,11 @@ async def attack(url: str, stop: asyncio.Event) -> Counter[str]:
         ws = await _hello(url, sock=sock, max_queue=1)
         pcm = np.zeros(320, np.int16)
         for seq in range(100):  # speech-free audio: keeps the socket busy, never reads
-            await ws.send(P.encode_audio(P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq,
-                                                      media_ts=seq * 320, pcm=pcm)))
+            await ws.send(
+                P.encode_audio(
+                    P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq, media_ts=seq * 320, pcm=pcm)
+                )
+            )
             await asyncio.sleep(0.02)
         ws.transport.abort()
         outcomes["never_reads"] += 1
@@ -126,25 +146,32 @@ async def attack(url: str, stop: asyncio.Event) -> Counter[str]:
     return outcomes
 
 
-async def _ask(srv: Any, cfg: Any, clip: Any, text: str, under_attack: bool,
-               closes: Counter[str]) -> dict[str, Any]:
+async def _ask(
+    srv: Any, cfg: Any, clip: Any, text: str, under_attack: bool, closes: Counter[str]
+) -> dict[str, Any]:
     from voicepipe.client import ClientSession
 
     stop = asyncio.Event()
     burst = asyncio.create_task(attack(srv.ws_url, stop)) if under_attack else None
-    res = await ClientSession(srv.ws_url, clip, 16000, cfg, trailing_silence_s=1.5,
-                              timeout_s=120.0).run()
+    res = await ClientSession(
+        srv.ws_url, clip, 16000, cfg, trailing_silence_s=1.5, timeout_s=120.0
+    ).run()
     if burst is not None:
         stop.set()
         closes.update(await burst)
     out = res.to_json()
-    return {"question": text, "ok": out["ok"], "transcript": out["transcript"],
-            "reply_text": out["reply_text"],
-            "voice_to_voice_ms": out["latency_ms"].get("e2e.voice_to_voice")}
+    return {
+        "question": text,
+        "ok": out["ok"],
+        "transcript": out["transcript"],
+        "reply_text": out["reply_text"],
+        "voice_to_voice_ms": out["latency_ms"].get("e2e.voice_to_voice"),
+    }
 
 
-async def bench(cfg: Any, *, pipeline: str, n_questions: int, rounds: int,
-                log: Any) -> dict[str, Any]:
+async def bench(
+    cfg: Any, *, pipeline: str, n_questions: int, rounds: int, log: Any
+) -> dict[str, Any]:
     from voicepipe.bench._serve import serve_process
 
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
@@ -163,12 +190,14 @@ async def bench(cfg: Any, *, pipeline: str, n_questions: int, rounds: int,
         v2v = [r["voice_to_voice_ms"] for r in rs if r["voice_to_voice_ms"] is not None]
         out[name] = {"voice_to_voice_ms": _pcts(v2v), "failed": sum(not r["ok"] for r in rs)}
     alone, hit = out["alone"]["voice_to_voice_ms"], out["under_attack"]["voice_to_voice_ms"]
-    out["ratio_under_attack"] = {q: round(hit[q] / alone[q], 3) for q in ("p50", "p95")
-                                 if q in alone and q in hit}
+    out["ratio_under_attack"] = {
+        q: round(hit[q] / alone[q], 3) for q in ("p50", "p95") if q in alone and q in hit
+    }
     # The honest client heard the same thing both ways (same transcript and reply).
     pairs = zip(runs["alone"], runs["under_attack"], strict=True)
     out["same_transcript_and_reply"] = sum(
-        a["transcript"] == b["transcript"] and a["reply_text"] == b["reply_text"] for a, b in pairs)
+        a["transcript"] == b["transcript"] and a["reply_text"] == b["reply_text"] for a, b in pairs
+    )
     out["hostile_closes"] = dict(sorted(closes.items()))
     out["turns"] = runs
     return out
@@ -179,7 +208,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
-    out = asyncio.run(bench(args.config, pipeline=args.pipeline, n_questions=args.questions,
-                            rounds=max(1, args.rounds), log=log))
+    out = asyncio.run(
+        bench(
+            args.config,
+            pipeline=args.pipeline,
+            n_questions=args.questions,
+            rounds=max(1, args.rounds),
+            log=log,
+        )
+    )
     print(json.dumps(out, indent=None if args.json else 2))
     return 0 if not out["alone"]["failed"] and not out["under_attack"]["failed"] else 1

@@ -109,7 +109,13 @@ async def sessions_rss(
         for i in range(n):
             pcm, sr = clips[i % len(clips)]
             res = await ClientSession(
-                srv.ws_url, pcm, sr, cfg, speed=speed, trailing_silence_s=1.0, timeout_s=120.0,
+                srv.ws_url,
+                pcm,
+                sr,
+                cfg,
+                speed=speed,
+                trailing_silence_s=1.0,
+                timeout_s=120.0,
                 index=i,
             ).run()
             out = res.to_json()
@@ -149,8 +155,9 @@ def run(args: argparse.Namespace) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     clips = [(pcm, 16000) for pcm in speak(QUESTIONS)]
-    out = asyncio.run(sessions_rss(clips, args.config, max(args.sessions, BASELINE + 1),
-                                   args.pipeline, log))
+    out = asyncio.run(
+        sessions_rss(clips, args.config, max(args.sessions, BASELINE + 1), args.pipeline, log)
+    )
     out["malloc_env"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     print(json.dumps(out, indent=None if args.json else 2))
     return 0

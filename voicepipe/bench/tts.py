@@ -167,8 +167,7 @@ def run(args: argparse.Namespace) -> dict:
         # The rows of the sweep: [tts] with the swept keys, every other key as before
         # (greedy, β 0, k 3 unless the row says otherwise).
         base = {"rule": "greedy", "beta": 0.0, "top_k": 3, "temperature": 0.0}
-        opts = dataclasses.replace(args.config.tts, spec_k=args.k, seed=args.seed,
-                                   **{**base, **kw})
+        opts = dataclasses.replace(args.config.tts, spec_k=args.k, seed=args.seed, **{**base, **kw})
         out = []
         for t in texts:
             codes, stats, lm_s = tts.decode_codes(t, opts)

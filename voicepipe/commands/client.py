@@ -24,27 +24,56 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_arg(p)
     p.add_argument("--url", default=None, help="ws://HOST:PORT/ws (default: from [server])")
     p.add_argument("--wav", required=True, help="input speech, any rate 8-48 kHz (mono or not)")
-    p.add_argument("--out", default=None, metavar="REPLY.wav",
-                   help="write the received reply audio (with N>1 sessions: REPLY-i.wav)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="REPLY.wav",
+        help="write the received reply audio (with N>1 sessions: REPLY-i.wav)",
+    )
     p.add_argument("--speed", type=float, default=1.0, help="send speed, 1.0 = real time")
     p.add_argument("--concurrency", type=int, default=1, help="sessions at once (load test)")
     p.add_argument("--json", action="store_true", help="one JSON object per session")
-    p.add_argument("--trace", default=None, metavar="FILE",
-                   help="write spans: .json = Chrome trace, else JSONL")
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="write spans: .json = Chrome trace, else JSONL",
+    )
     p.add_argument("--token", default=None, help="auth token (default: server.auth_token)")
-    p.add_argument("--output-rate", type=int, default=0,
-                   help="ask for reply audio at this rate (default: the server's)")
-    p.add_argument("--playout", choices=("fifo", "adaptive"), default="adaptive",
-                   help="playout buffer of the virtual speaker: adaptive (the jitter buffer "
-                        "of core/jitter.py, default) or fifo (fixed start delay)")
+    p.add_argument(
+        "--output-rate",
+        type=int,
+        default=0,
+        help="ask for reply audio at this rate (default: the server's)",
+    )
+    p.add_argument(
+        "--playout",
+        choices=("fifo", "adaptive"),
+        default="adaptive",
+        help="playout buffer of the virtual speaker: adaptive (the jitter buffer "
+        "of core/jitter.py, default) or fifo (fixed start delay)",
+    )
     p.add_argument("--silence", type=float, default=1.0, help="trailing silence, seconds")
-    p.add_argument("--barge-in", default=None, metavar="WAV",
-                   help="after the first reply has played --barge-in-after seconds, speak this "
-                        "WAV over it (tests interruption)")
-    p.add_argument("--barge-in-after", type=float, default=1.0, metavar="S",
-                   help="seconds of reply played before the barge-in starts (default 1.0)")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds to wait for replies after the input was sent")
+    p.add_argument(
+        "--barge-in",
+        default=None,
+        metavar="WAV",
+        help="after the first reply has played --barge-in-after seconds, speak this "
+        "WAV over it (tests interruption)",
+    )
+    p.add_argument(
+        "--barge-in-after",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds of reply played before the barge-in starts (default 1.0)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for replies after the input was sent",
+    )
     p.set_defaults(func=run)
 
 
@@ -72,13 +101,24 @@ def run(args: argparse.Namespace) -> int:
         return 2
     url = args.url or f"ws://{cfg.server.host}:{cfg.server.port}/ws"
     tracer = Tracer(args.trace)
-    results = asyncio.run(run_sessions(
-        url, pcm, sr, cfg, concurrency=args.concurrency, tracer=tracer, speed=args.speed,
-        output_sample_rate=args.output_rate,
-        token=cfg.server.auth_token if args.token is None else args.token,
-        playout=args.playout, trailing_silence_s=args.silence, timeout_s=args.timeout,
-        barge_in=barge, barge_in_after_s=args.barge_in_after,
-    ))
+    results = asyncio.run(
+        run_sessions(
+            url,
+            pcm,
+            sr,
+            cfg,
+            concurrency=args.concurrency,
+            tracer=tracer,
+            speed=args.speed,
+            output_sample_rate=args.output_rate,
+            token=cfg.server.auth_token if args.token is None else args.token,
+            playout=args.playout,
+            trailing_silence_s=args.silence,
+            timeout_s=args.timeout,
+            barge_in=barge,
+            barge_in_after_s=args.barge_in_after,
+        )
+    )
     for r in results:
         if args.out and r.output_sample_rate:
             out = Path(args.out)

@@ -29,8 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     rt.add_argument("inp", metavar="IN.wav")
     rt.add_argument("out", metavar="OUT.wav")
-    rt.add_argument("--q", type=int, default=None,
-                    help="codebooks (RVQ levels) to use (default: codec.q from the config)")
+    rt.add_argument(
+        "--q",
+        type=int,
+        default=None,
+        help="codebooks (RVQ levels) to use (default: codec.q from the config)",
+    )
     rt.add_argument("--codes", default="", help="also save the codes as .npy to this path")
     p.set_defaults(func=run, codec_command=None)
 
@@ -69,8 +73,11 @@ def run(args: argparse.Namespace) -> int:
         np.save(args.codes, np.asarray(codes))
     dur = len(wave) / codec.sample_rate
     info = {
-        "in": args.inp, "out": args.out, "seconds": round(dur, 3),
-        "frames": int(codes.shape[0]), "q": int(codes.shape[1]),
+        "in": args.inp,
+        "out": args.out,
+        "seconds": round(dur, 3),
+        "frames": int(codes.shape[0]),
+        "q": int(codes.shape[1]),
         "frame_rate": round(codec.frame_rate, 3),
         "bitrate_bps": round(codes.shape[1] * math.log2(codec.codebook_size) * codec.frame_rate),
         "encoder_rtf": round((t1 - t0) / max(dur, 1e-9), 4),

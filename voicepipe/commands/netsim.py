@@ -31,8 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stall-ms", type=float, default=0.0, help="length of each stall")
     p.add_argument("--stall-every-s", type=float, default=0.0, help="stall period (0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the jitter")
-    p.add_argument("--direction", choices=("both", "up", "down"), default="both",
-                   help="faults on client→server (up), server→client (down) or both")
+    p.add_argument(
+        "--direction",
+        choices=("both", "up", "down"),
+        default="both",
+        help="faults on client→server (up), server→client (down) or both",
+    )
     p.set_defaults(func=run)
 
 
@@ -46,8 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         listen, upstream = parse_hostport(args.listen), parse_hostport(args.upstream)
-        spec = FaultSpec(args.delay_ms, args.jitter_ms, args.stall_ms, args.stall_every_s,
-                         args.seed)
+        spec = FaultSpec(
+            args.delay_ms, args.jitter_ms, args.stall_ms, args.stall_every_s, args.seed
+        )
     except ValueError as e:
         print(f"voicepipe netsim: {e}", file=sys.stderr)
         return 2
@@ -63,9 +68,12 @@ def run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(f"voicepipe netsim: {host}:{port} → {upstream[0]}:{upstream[1]} "
-              f"(delay {spec.delay_ms} ± {spec.jitter_ms} ms, stall {spec.stall_ms} ms every "
-              f"{spec.stall_every_s} s, {args.direction})", flush=True)
+        print(
+            f"voicepipe netsim: {host}:{port} → {upstream[0]}:{upstream[1]} "
+            f"(delay {spec.delay_ms} ± {spec.jitter_ms} ms, stall {spec.stall_ms} ms every "
+            f"{spec.stall_every_s} s, {args.direction})",
+            flush=True,
+        )
         await stop.wait()
         await sim.close()
         print(json.dumps(sim.stats.as_dict()), file=sys.stderr)

@@ -31,9 +31,14 @@ def _handler(args: argparse.Namespace) -> int:
             chunks.append(c)
         wall = time.perf_counter() - t0
         audio = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-        out = {"backend": "hibari", "audio_s": len(audio) / 22050,
-               "rtf": wall / max(len(audio) / 22050, 1e-9), "ttfa_ms": (ttfa or wall) * 1e3,
-               "target_passes": None, "acceptance_rate": None}
+        out = {
+            "backend": "hibari",
+            "audio_s": len(audio) / 22050,
+            "rtf": wall / max(len(audio) / 22050, 1e-9),
+            "ttfa_ms": (ttfa or wall) * 1e3,
+            "target_passes": None,
+            "acceptance_rate": None,
+        }
     else:
         import dataclasses
 
@@ -62,21 +67,28 @@ def _handler(args: argparse.Namespace) -> int:
             text = normalize(text)
         res = tts.synth(text, opts)
         audio = res.audio
-        out = {"backend": "codec-lm", "rule": opts.rule, "beta": opts.beta,
-               "audio_s": res.audio_s, "rtf": res.rtf, "ttfa_ms": res.ttfa_s * 1e3,
-               "lm_rtf": res.lm_s / max(res.audio_s, 1e-9),
-               "target_passes": res.stats.get("target_passes"),
-               "acceptance_rate": res.stats.get("acceptance_rate"),
-               "mean_accepted_len": res.stats.get("mean_accepted_len"),
-               "frames": res.stats.get("frames")}
+        out = {
+            "backend": "codec-lm",
+            "rule": opts.rule,
+            "beta": opts.beta,
+            "audio_s": res.audio_s,
+            "rtf": res.rtf,
+            "ttfa_ms": res.ttfa_s * 1e3,
+            "lm_rtf": res.lm_s / max(res.audio_s, 1e-9),
+            "target_passes": res.stats.get("target_passes"),
+            "acceptance_rate": res.stats.get("acceptance_rate"),
+            "mean_accepted_len": res.stats.get("mean_accepted_len"),
+            "frames": res.stats.get("frames"),
+        }
     if args.out:
         write_wav(args.out, audio, 22050)
         out["out"] = args.out
     if args.json:
         print(json.dumps(out))
     else:
-        print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
-                       for k, v in out.items()))
+        print(
+            " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items())
+        )
     return 0
 
 
@@ -93,15 +105,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("text", help="text to speak")
     p.add_argument("--out", default="", help="output WAV (22,050 Hz)")
-    p.add_argument("--backend", choices=["codec-lm", "hibari"], default=None,
-                   help="default: tts.backend from the config")
-    p.add_argument("--rule", choices=["ar", "greedy", "exact", "relaxed", "topk", "acoustic"],
-                   default=None, help="acceptance rule (default tts.rule)")
+    p.add_argument(
+        "--backend",
+        choices=["codec-lm", "hibari"],
+        default=None,
+        help="default: tts.backend from the config",
+    )
+    p.add_argument(
+        "--rule",
+        choices=["ar", "greedy", "exact", "relaxed", "topk", "acoustic"],
+        default=None,
+        help="acceptance rule (default tts.rule)",
+    )
     p.add_argument("--beta", type=float, default=None, help="tolerance (default tts.beta)")
     p.add_argument("--top-k", dest="top_k", type=int, default=None, help="k for --rule topk")
     p.add_argument("--k", type=int, default=None, help="initial draft length (default tts.spec_k)")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="sampling temperature (0: greedy; default tts.temperature)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature (0: greedy; default tts.temperature)",
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--model", default="", help="checkpoint directory instead of codec-lm-hibari")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -25,13 +25,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_arg(p)
     p.add_argument("--host", default=None, help="interface to bind (default: server.host)")
-    p.add_argument("--port", type=int, default=None,
-                   help="TCP port, 0 = any free port (default: server.port)")
-    p.add_argument("--pipeline", default=None,
-                   help="pipeline name, e.g. assistant or loopback (default: server.pipeline)")
-    p.add_argument("--trace", default=None, metavar="FILE",
-                   help="write spans after each session and at shutdown: .json = Chrome trace, "
-                   "else JSONL")
+    p.add_argument(
+        "--port", type=int, default=None, help="TCP port, 0 = any free port (default: server.port)"
+    )
+    p.add_argument(
+        "--pipeline",
+        default=None,
+        help="pipeline name, e.g. assistant or loopback (default: server.pipeline)",
+    )
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="write spans after each session and at shutdown: .json = Chrome trace, else JSONL",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,8 +63,9 @@ async def _serve(args: argparse.Namespace) -> int:
 
     from voicepipe.server.app import Server
 
-    server = Server(args.config, pipeline=args.pipeline, host=args.host, port=args.port,
-                    trace=args.trace)
+    server = Server(
+        args.config, pipeline=args.pipeline, host=args.host, port=args.port, trace=args.trace
+    )
     # Preloading the pipeline's models takes seconds (a minute for a model packed for the
     # first time): say so on stderr; stdout's first line stays the URL line.
     print(f"voicepipe: starting pipeline {server.pipeline_name}: loading its models …",
@@ -67,14 +75,20 @@ async def _serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(f"voicepipe: serving {server.url}  (WebSocket {server.ws_url}, "
-          f"pipeline {server.pipeline_name})", flush=True)
+    print(
+        f"voicepipe: serving {server.url}  (WebSocket {server.ws_url}, "
+        f"pipeline {server.pipeline_name})",
+        flush=True,
+    )
     try:
         await stop.wait()
     finally:
-        print(f"voicepipe: shutting down: no new sessions; replies in flight may finish "
-              f"(at most {args.config.server.drain_timeout_s:g} s; Ctrl-C again to cut them)",
-              file=sys.stderr, flush=True)
+        print(
+            f"voicepipe: shutting down: no new sessions; replies in flight may finish "
+            f"(at most {args.config.server.drain_timeout_s:g} s; Ctrl-C again to cut them)",
+            file=sys.stderr,
+            flush=True,
+        )
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, server.hurry)
         await server.close()

@@ -31,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_arg(p)
     p.add_argument("--url", default=None, help="ws://HOST:PORT/ws of a running server")
-    p.add_argument("--pipeline", default=None, help="pipeline to run in-process "
-                   "(default: server.pipeline)")
+    p.add_argument(
+        "--pipeline", default=None, help="pipeline to run in-process (default: server.pipeline)"
+    )
     p.add_argument("--input-device", default=None, help="sounddevice input device (name or id)")
     p.add_argument("--output-device", default=None, help="sounddevice output device")
     p.add_argument("--rate", type=int, default=16000, help="microphone sample rate")
@@ -59,12 +60,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         import sounddevice as sd
     except ImportError:
-        print("voicepipe talk: sounddevice is not installed: pip install 'voicepipe[local]'",
-              file=sys.stderr)
+        print(
+            "voicepipe talk: sounddevice is not installed: pip install 'voicepipe[local]'",
+            file=sys.stderr,
+        )
         return 1
     except OSError as e:  # the PortAudio shared library is missing
-        print(f"voicepipe talk: PortAudio is missing ({e}): apt-get install libportaudio2",
-              file=sys.stderr)
+        print(
+            f"voicepipe talk: PortAudio is missing ({e}): apt-get install libportaudio2",
+            file=sys.stderr,
+        )
         return 1
     problem = check_devices(sd, _dev(args.input_device), _dev(args.output_device))
     if problem:
@@ -75,9 +80,17 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.local_audio import talk
 
     try:
-        return asyncio.run(talk(args.config, sd, url=args.url, pipeline=args.pipeline,
-                                rate=args.rate, input_device=_dev(args.input_device),
-                                output_device=_dev(args.output_device)))
+        return asyncio.run(
+            talk(
+                args.config,
+                sd,
+                url=args.url,
+                pipeline=args.pipeline,
+                rate=args.rate,
+                input_device=_dev(args.input_device),
+                output_device=_dev(args.output_device),
+            )
+        )
     except KeyboardInterrupt:
         return 0
 

@@ -41,8 +41,10 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe import tracing
 
     if args.trace_command is None:
-        print("voicepipe trace: choose summarize, chrome, waterfall or plot (see --help)",
-              file=sys.stderr)
+        print(
+            "voicepipe trace: choose summarize, chrome, waterfall or plot (see --help)",
+            file=sys.stderr,
+        )
         return 2
     try:
         spans = tracing.load(args.file)
@@ -81,7 +83,6 @@ def waterfalls(spans: list, outdir: str, only_turn: int | None = None) -> list[s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-
     groups = _groups(spans, only_turn)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,8 +116,9 @@ def _draw_turn(ax, group: list, title: str) -> None:  # noqa: ANN001 - matplotli
     for i, s in enumerate(group):
         start = (s.start_ns - t0) / 1e6
         ax.barh(i, max(s.duration_ms, 0.5), left=start, color=f"C{rank.get(s.name, 9) % 10}")
-        ax.text(start + max(s.duration_ms, 0.5), i, f" {s.duration_ms:.0f} ms",
-                va="center", fontsize=8)
+        ax.text(
+            start + max(s.duration_ms, 0.5), i, f" {s.duration_ms:.0f} ms", va="center", fontsize=8
+        )
     ax.set_yticks(range(len(group)), [s.name for s in group])
     ax.invert_yaxis()
     ax.set_xlabel("ms since the turn's first span")
@@ -130,13 +132,19 @@ def plot(spans: list, out: str, only_turn: int | None = None, last: int = 8) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    items = sorted(_groups(spans, only_turn).items(),
-                   key=lambda kv: min(s.start_ns for s in kv[1]))[-max(1, last):]
+    items = sorted(
+        _groups(spans, only_turn).items(), key=lambda kv: min(s.start_ns for s in kv[1])
+    )[-max(1, last) :]
     if not items:
         return 0
     heights = [0.45 * len(g) + 1.0 for _, g in items]
-    fig, axes = plt.subplots(len(items), 1, figsize=(9, sum(heights) + 0.5),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig, axes = plt.subplots(
+        len(items),
+        1,
+        figsize=(9, sum(heights) + 0.5),
+        gridspec_kw={"height_ratios": heights},
+        squeeze=False,
+    )
     for ax, ((session, turn), group) in zip(axes[:, 0], items, strict=True):
         _draw_turn(ax, group, f"session {session or '-'} · turn {turn}")
     fig.tight_layout()

@@ -20,10 +20,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("file", help="WAV file (PCM 8/16/32-bit)")
-    p.add_argument("--json", action="store_true",
-                   help='print {"text", "finals": [{"text", "turn_id", "start_s", "end_s"}]}')
-    p.add_argument("--partials", action="store_true",
-                   help="also decode and print partial transcripts (to stderr), as live")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"text", "finals": [{"text", "turn_id", "start_s", "end_s"}]}',
+    )
+    p.add_argument(
+        "--partials",
+        action="store_true",
+        help="also decode and print partial transcripts (to stderr), as live",
+    )
     p.set_defaults(func=run)
 
 
@@ -68,7 +74,12 @@ async def _transcribe(cfg, pcm, sr: int, partials: bool) -> dict:
         if isinstance(f, TranscriptPartial):
             print(f"[partial {f.turn_id}] {f.text}", file=sys.stderr)
         elif isinstance(f, TranscriptFinal):
-            finals.append({"text": f.text, "turn_id": f.turn_id,
-                           "start_s": round(starts.get(f.turn_id, 0) / 1e9, 3),
-                           "end_s": round(f.speech_end_media_ns / 1e9, 3)})
+            finals.append(
+                {
+                    "text": f.text,
+                    "turn_id": f.turn_id,
+                    "start_s": round(starts.get(f.turn_id, 0) / 1e9, 3),
+                    "end_s": round(f.speech_end_media_ns / 1e9, 3),
+                }
+            )
     return {"text": " ".join(f["text"] for f in finals), "finals": finals}

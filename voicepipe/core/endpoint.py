@@ -101,8 +101,9 @@ class Endpointer:
         """Media time since the last speech chunk of the open turn (0 outside a turn)."""
         return self._media_end - self._last[0] if self.in_speech else 0
 
-    def update(self, prob: float, media_start_ns: int, media_end_ns: int,
-               now_ns: int) -> list[Event]:
+    def update(
+        self, prob: float, media_start_ns: int, media_end_ns: int, now_ns: int
+    ) -> list[Event]:
         cfg = self.cfg
         if prob >= cfg.threshold:
             self._speechy = True

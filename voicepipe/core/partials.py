@@ -71,7 +71,7 @@ class StablePrefix:
                 # Extend, keeping the committed words exactly as first shown.
                 self.committed = self.committed + words[len(self.committed) : n]
         self._prev = words
-        tail = words[len(self.committed):]
+        tail = words[len(self.committed) :]
         return Partial(text=" ".join(self.committed + tail), stable=" ".join(self.committed))
 
     @property

@@ -119,8 +119,9 @@ def encode_audio(frame: AudioFrame) -> bytes:
         raise ProtocolError(f"unknown audio kind {frame.kind}")
     if frame.flags & ~KNOWN_FLAGS or not 0 <= frame.flags < 1 << 16:
         raise ProtocolError(f"unknown audio flags {frame.flags:#x}")
-    if not (0 <= frame.seq < U32 and 0 <= frame.turn_id < U32
-            and 0 <= frame.media_ts <= MAX_MEDIA_TS):
+    if not (
+        0 <= frame.seq < U32 and 0 <= frame.turn_id < U32 and 0 <= frame.media_ts <= MAX_MEDIA_TS
+    ):
         raise ProtocolError("audio header field out of range")
     pcm = np.asarray(frame.pcm)
     if pcm.ndim != 1 or pcm.dtype != np.int16:
@@ -170,8 +171,9 @@ MAX_COUNTERS = 32  # keys in one playback report's counters
 MAX_TEXT = 256  # free-text fields a client sends (reason, client name)
 
 
-def _limit(*, lo: float | None = None, hi: float | None = None, max_len: int | None = None,
-           **kw: Any) -> Any:
+def _limit(
+    *, lo: float | None = None, hi: float | None = None, max_len: int | None = None, **kw: Any
+) -> Any:
     """A dataclass field whose decoded value must lie in [lo, hi] (numbers, and every
     value of a number map) or have at most ``max_len`` characters / keys. Checked at the
     protocol boundary, so no number a client makes up reaches a session or the metrics."""
@@ -227,8 +229,9 @@ class Playback(Message):
     first_play_ms: float | None = _limit(lo=-MAX_CLIENT_MS, hi=MAX_CLIENT_MS, default=None)
     now_ms: float = _limit(lo=-MAX_CLIENT_MS, hi=MAX_CLIENT_MS, default=0.0)
     done: bool = False
-    counters: dict[str, float] = _limit(lo=0.0, hi=MAX_COUNTER, max_len=MAX_COUNTERS,
-                                        default_factory=dict)
+    counters: dict[str, float] = _limit(
+        lo=0.0, hi=MAX_COUNTER, max_len=MAX_COUNTERS, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         # first_play may lie up to one pull block after now (it is scheduled, then
@@ -363,7 +366,6 @@ CLIENT_TYPES = frozenset({"hello", "interrupt", "playback", "end"})
 SERVER_TYPES = frozenset(MESSAGE_TYPES) - {"hello", "playback", "end"}
 
 
-
 def _check_field(f: dataclasses.Field[Any], value: Any, typ: Any) -> Any:
     """Validate one decoded JSON value against its field's annotation and limits."""
     value = _check(f.name, value, typ)
@@ -475,9 +477,7 @@ def decode(data: str | bytes) -> Message | AudioFrame:
     raise ProtocolError("message must be text or binary")
 
 
-def check_hello(
-    hello: Hello, *, token: str, max_output_sample_rate: int = MAX_SAMPLE_RATE
-) -> None:
+def check_hello(hello: Hello, *, token: str, max_output_sample_rate: int = MAX_SAMPLE_RATE) -> None:
     """Server-side admission of a hello: version, format, rates, token."""
     if hello.version != VERSION:
         raise ProtocolError(f"unsupported protocol version {hello.version}", CLOSE_PROTOCOL_ERROR)

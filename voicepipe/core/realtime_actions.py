@@ -79,6 +79,15 @@ class SetHeard:
     audio_end_ms: int
 
 
-Action = (Configure | AppendAudio | CommitAudio | ClearAudio | AddItem | DeleteItem
-          | StartResponse | CancelResponse | SetHeard)
+Action = (
+    Configure
+    | AppendAudio
+    | CommitAudio
+    | ClearAudio
+    | AddItem
+    | DeleteItem
+    | StartResponse
+    | CancelResponse
+    | SetHeard
+)
 Out = S.ServerEvent | Action  # what every session method returns, in order

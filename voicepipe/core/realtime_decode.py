@@ -86,8 +86,9 @@ def _audio_format(o: Reader) -> AudioFormat:
     kind = o.string("type", max_len=32, choices=("audio/pcm", "audio/pcmu", "audio/pcma"))
     kind = kind or "audio/pcm"
     rate = o.integer("rate", 1, 1_000_000) if kind == "audio/pcm" else None
-    return AudioFormat(type=kind, rate=rate if rate is not None else
-                       (24000 if kind == "audio/pcm" else None))
+    return AudioFormat(
+        type=kind, rate=rate if rate is not None else (24000 if kind == "audio/pcm" else None)
+    )
 
 
 def _turn_detection(o: Reader) -> TurnDetection:
@@ -135,23 +136,35 @@ def _tools(o: Reader, key: str) -> tuple[FunctionTool, ...] | None:
         t = o.element(key, i, raw)
         kind = t.string("type", max_len=32) or "function"
         if kind != "function":  # MCP servers are not something a local pipeline can reach
-            raise t.error("unsupported_tool_type", f"Tool type '{kind[:32]}' is not supported; "
-                          "only 'function' tools are.", "type")
+            raise t.error(
+                "unsupported_tool_type",
+                f"Tool type '{kind[:32]}' is not supported; only 'function' tools are.",
+                "type",
+            )
         name = t.req_string("name", max_len=MAX_NAME)
         if not _NAME.match(name):
-            raise t.error("invalid_value", f"Invalid '{t.param('name')}': a function name is 1-64 "
-                          "letters, digits, '_' or '-'.", "name")
+            raise t.error(
+                "invalid_value",
+                f"Invalid '{t.param('name')}': a function name is 1-64 "
+                "letters, digits, '_' or '-'.",
+                "name",
+            )
         params = t.obj("parameters")
         schema = params.data if params is not None else {}
         if _depth(schema) > MAX_TOOL_DEPTH:
-            raise t.error("invalid_value", f"Function parameters schema nested deeper than "
-                          f"{MAX_TOOL_DEPTH} levels.", "parameters")
+            raise t.error(
+                "invalid_value",
+                f"Function parameters schema nested deeper than {MAX_TOOL_DEPTH} levels.",
+                "parameters",
+            )
         text = json.dumps(schema, separators=(",", ":"))
         if len(text) > MAX_TOOL_JSON:
-            raise t.error("string_above_max_length", "Function parameters schema too large.",
-                          "parameters")
-        tools.append(FunctionTool(name=name, description=t.string("description") or "",
-                                  parameters_json=text))
+            raise t.error(
+                "string_above_max_length", "Function parameters schema too large.", "parameters"
+            )
+        tools.append(
+            FunctionTool(name=name, description=t.string("description") or "", parameters_json=text)
+        )
     return tuple(tools)
 
 
@@ -170,8 +183,11 @@ def _tool_choice(o: Reader, key: str) -> ToolChoice | None:
 def _session(o: Reader) -> SessionPatch:
     for beta, ga in _BETA_SESSION_KEYS.items():
         if beta in o.data:
-            raise o.error("unknown_parameter", f"Unknown parameter: '{o.param(beta)}'. "
-                          f"(The GA API has it as 'session.{ga}'.)", beta)
+            raise o.error(
+                "unknown_parameter",
+                f"Unknown parameter: '{o.param(beta)}'. (The GA API has it as 'session.{ga}'.)",
+                beta,
+            )
     kind = o.req_string("type", max_len=32, choices=("realtime", "transcription"))
     audio = o.obj("audio")
     inp = audio.obj("input") if audio is not None else None
@@ -198,7 +214,9 @@ def _session(o: Reader) -> SessionPatch:
             model=tr.string("model", max_len=MAX_NAME),
             language=tr.string("language", max_len=16),
             prompt=tr.string("prompt", max_len=MAX_INSTRUCTIONS),
-        ) if tr is not None else None,
+        )
+        if tr is not None
+        else None,
         transcription_set=tr_set,
         tools=_tools(o, "tools"),
         tool_choice=_tool_choice(o, "tool_choice"),
@@ -215,18 +233,26 @@ _PART_TYPES = {
 
 
 def _item(o: Reader) -> Item:
-    kind = o.req_string("type", max_len=32,
-                        choices=("message", "function_call", "function_call_output"))
+    kind = o.req_string(
+        "type", max_len=32, choices=("message", "function_call", "function_call_output")
+    )
     item_id = o.string("id", max_len=MAX_ITEM_ID)
     status = o.string("status", max_len=16, choices=ITEM_STATUSES)
     if kind == "function_call_output":
-        return FunctionCallOutputItem(call_id=o.req_string("call_id", max_len=MAX_ID),
-                                      output=o.req_string("output"), id=item_id, status=status)
+        return FunctionCallOutputItem(
+            call_id=o.req_string("call_id", max_len=MAX_ID),
+            output=o.req_string("output"),
+            id=item_id,
+            status=status,
+        )
     if kind == "function_call":
-        return FunctionCallItem(name=o.req_string("name", max_len=MAX_NAME),
-                                arguments=o.req_string("arguments"),
-                                call_id=o.string("call_id", max_len=MAX_ID), id=item_id,
-                                status=status)
+        return FunctionCallItem(
+            name=o.req_string("name", max_len=MAX_NAME),
+            arguments=o.req_string("arguments"),
+            call_id=o.string("call_id", max_len=MAX_ID),
+            id=item_id,
+            status=status,
+        )
     role = o.req_string("role", max_len=16, choices=ROLES)
     values = o.array("content", MAX_CONTENT_PARTS, required=True)
     assert values is not None
@@ -239,9 +265,13 @@ def _item(o: Reader) -> Item:
         elif ptype == "output_audio":  # history the client replays: its transcript is the text
             parts.append(ContentPart(type=ptype, transcript=c.string("transcript") or ""))
         else:  # input_audio / input_image: this pipeline hears audio only through the buffer
-            raise c.error("unsupported_content_type", f"Content type '{ptype}' is not supported "
-                          "in conversation.item.create; send audio with "
-                          "input_audio_buffer.append.", "type")
+            raise c.error(
+                "unsupported_content_type",
+                f"Content type '{ptype}' is not supported "
+                "in conversation.item.create; send audio with "
+                "input_audio_buffer.append.",
+                "type",
+            )
     return MessageItem(role=role, content=tuple(parts), id=item_id, status=status)
 
 
@@ -250,9 +280,12 @@ def _response_params(o: Reader) -> ResponseParams:
     metadata: tuple[tuple[str, str], ...] | None = None
     if meta is not None:
         if len(meta.data) > MAX_METADATA or any(len(k) > 64 for k in meta.data):
-            raise RealtimeError("invalid_value", f"Invalid '{meta.path}': at most "
-                                f"{MAX_METADATA} keys of at most 64 characters.",
-                                param=meta.path, event_id=meta.event_id)
+            raise RealtimeError(
+                "invalid_value",
+                f"Invalid '{meta.path}': at most {MAX_METADATA} keys of at most 64 characters.",
+                param=meta.path,
+                event_id=meta.event_id,
+            )
         pairs = []
         for k in meta.data:
             pairs.append((k, meta.req_string(k, max_len=512)))
@@ -268,8 +301,11 @@ def _response_params(o: Reader) -> ResponseParams:
         voice = _voice(outp)
     if o.has("input"):
         o.array("input", 1 << 16)
-        raise o.error("unsupported_parameter", "'response.input' (a response outside the "
-                      "conversation) is not supported.", "input")
+        raise o.error(
+            "unsupported_parameter",
+            "'response.input' (a response outside the conversation) is not supported.",
+            "input",
+        )
     return ResponseParams(
         instructions=o.string("instructions", max_len=MAX_INSTRUCTIONS),
         output_modalities=o.modalities("output_modalities"),
@@ -291,8 +327,9 @@ def _base64_audio(o: Reader, key: str) -> bytes:
     if len(audio) > MAX_AUDIO_BYTES:
         raise o.error("invalid_value", "Invalid 'audio': more than 15 MiB in one append.", key)
     if len(audio) % 2:
-        raise o.error("invalid_value", "Invalid 'audio': PCM16 audio has an even number of "
-                      "bytes.", key)
+        raise o.error(
+            "invalid_value", "Invalid 'audio': PCM16 audio has an even number of bytes.", key
+        )
     return audio
 
 
@@ -313,13 +350,13 @@ def decode_client_event(data: str | bytes, *, max_chars: int = MAX_EVENT_CHARS) 
     if not isinstance(data, str):
         raise RealtimeError("invalid_json", "An event is a JSON text message.")
     if len(data) > max_chars:
-        raise RealtimeError("invalid_value", f"Event too large: {len(data)} characters "
-                            f"(at most {max_chars}).")
+        raise RealtimeError(
+            "invalid_value", f"Event too large: {len(data)} characters (at most {max_chars})."
+        )
     try:
         raw = json.loads(data, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as e:
-        raise RealtimeError("invalid_json", f"The event is not valid JSON: {str(e)[:80]}") \
-            from None
+        raise RealtimeError("invalid_json", f"The event is not valid JSON: {str(e)[:80]}") from None
     if not isinstance(raw, dict):
         raise RealtimeError("invalid_json", "An event must be a JSON object.")
     top = Reader(raw, "", None)
@@ -327,8 +364,11 @@ def decode_client_event(data: str | bytes, *, max_chars: int = MAX_EVENT_CHARS) 
     kind = top.req_string("type", max_len=MAX_ID)
     if kind not in CLIENT_EVENT_TYPES:
         listed = ", ".join(f"'{t}'" for t in CLIENT_EVENT_TYPES)
-        raise top.error("invalid_value", f"Invalid value: '{kind[:64]}'. Supported values are: "
-                        f"{listed}.", "type")
+        raise top.error(
+            "invalid_value",
+            f"Invalid value: '{kind[:64]}'. Supported values are: {listed}.",
+            "type",
+        )
     eid = top.event_id
     if kind == "session.update":
         s = top.obj("session", required=True)
@@ -343,23 +383,28 @@ def decode_client_event(data: str | bytes, *, max_chars: int = MAX_EVENT_CHARS) 
     if kind == "conversation.item.create":
         it = top.obj("item", required=True)
         assert it is not None
-        return ItemCreate(event_id=eid, item=_item(it),
-                          previous_item_id=top.string("previous_item_id", max_len=MAX_ID))
+        return ItemCreate(
+            event_id=eid,
+            item=_item(it),
+            previous_item_id=top.string("previous_item_id", max_len=MAX_ID),
+        )
     if kind == "conversation.item.truncate":
         audio_end = top.integer("audio_end_ms", 0, MAX_MS, required=True)
         index = top.integer("content_index", 0, MAX_CONTENT_PARTS, required=True)
         assert audio_end is not None and index is not None
-        return ItemTruncate(event_id=eid, item_id=top.req_string("item_id", max_len=MAX_ID),
-                            content_index=index, audio_end_ms=audio_end)
+        return ItemTruncate(
+            event_id=eid,
+            item_id=top.req_string("item_id", max_len=MAX_ID),
+            content_index=index,
+            audio_end_ms=audio_end,
+        )
     if kind == "conversation.item.delete":
         return ItemDelete(event_id=eid, item_id=top.req_string("item_id", max_len=MAX_ID))
     if kind == "conversation.item.retrieve":
         return ItemRetrieve(event_id=eid, item_id=top.req_string("item_id", max_len=MAX_ID))
     if kind == "response.create":
         r = top.obj("response")
-        return ResponseCreate(event_id=eid,
-                              response=_response_params(r) if r is not None else None)
+        return ResponseCreate(event_id=eid, response=_response_params(r) if r is not None else None)
     if kind == "response.cancel":
-        return ResponseCancel(event_id=eid,
-                              response_id=top.string("response_id", max_len=MAX_ID))
+        return ResponseCancel(event_id=eid, response_id=top.string("response_id", max_len=MAX_ID))
     return OutputAudioClear(event_id=eid)

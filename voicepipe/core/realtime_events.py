@@ -96,8 +96,15 @@ class TurnDetection:
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {"type": self.type}
-        for key in ("threshold", "prefix_padding_ms", "silence_duration_ms", "idle_timeout_ms",
-                    "create_response", "interrupt_response", "eagerness"):
+        for key in (
+            "threshold",
+            "prefix_padding_ms",
+            "silence_duration_ms",
+            "idle_timeout_ms",
+            "create_response",
+            "interrupt_response",
+            "eagerness",
+        ):
             value = getattr(self, key)
             if value is not None or (self.type == "server_vad" and key == "idle_timeout_ms"):
                 out[key] = value
@@ -131,8 +138,12 @@ class FunctionTool:
         return value if isinstance(value, dict) else {}
 
     def to_json(self) -> JsonObject:
-        return {"type": "function", "name": self.name, "description": self.description,
-                "parameters": self.parameters}
+        return {
+            "type": "function",
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
+        }
 
 
 @dataclass(frozen=True)
@@ -173,15 +184,19 @@ class MessageItem:
     TYPE: ClassVar[str] = "message"
 
     def to_json(self) -> JsonObject:
-        out: JsonObject = {"type": "message", "role": self.role,
-                           "content": [c.to_json() for c in self.content]}
+        out: JsonObject = {
+            "type": "message",
+            "role": self.role,
+            "content": [c.to_json() for c in self.content],
+        }
         return _item_envelope(out, self.id, self.status)
 
     @property
     def text(self) -> str:
         """Everything said in the item, text and transcripts alike (what the LLM reads)."""
-        return " ".join((c.text if c.text is not None else c.transcript or "").strip()
-                        for c in self.content).strip()
+        return " ".join(
+            (c.text if c.text is not None else c.transcript or "").strip() for c in self.content
+        ).strip()
 
 
 @dataclass(frozen=True)
@@ -194,8 +209,12 @@ class FunctionCallItem:
     TYPE: ClassVar[str] = "function_call"
 
     def to_json(self) -> JsonObject:
-        out: JsonObject = {"type": "function_call", "name": self.name, "call_id": self.call_id,
-                           "arguments": self.arguments}
+        out: JsonObject = {
+            "type": "function_call",
+            "name": self.name,
+            "call_id": self.call_id,
+            "arguments": self.arguments,
+        }
         return _item_envelope(out, self.id, self.status)
 
 
@@ -208,8 +227,11 @@ class FunctionCallOutputItem:
     TYPE: ClassVar[str] = "function_call_output"
 
     def to_json(self) -> JsonObject:
-        out: JsonObject = {"type": "function_call_output", "call_id": self.call_id,
-                           "output": self.output}
+        out: JsonObject = {
+            "type": "function_call_output",
+            "call_id": self.call_id,
+            "output": self.output,
+        }
         return _item_envelope(out, self.id, self.status)
 
 
@@ -389,8 +411,11 @@ class ItemTruncate(ClientEvent):
     audio_end_ms: int
 
     def body(self) -> JsonObject:
-        return {"item_id": self.item_id, "content_index": self.content_index,
-                "audio_end_ms": self.audio_end_ms}
+        return {
+            "item_id": self.item_id,
+            "content_index": self.content_index,
+            "audio_end_ms": self.audio_end_ms,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -438,9 +463,19 @@ class OutputAudioClear(ClientEvent):
 
 CLIENT_EVENT_TYPES: dict[str, type[ClientEvent]] = {
     cls.TYPE: cls
-    for cls in (SessionUpdate, InputAudioAppend, InputAudioCommit, InputAudioClear, ItemCreate,
-                ItemTruncate, ItemDelete, ItemRetrieve, ResponseCreate, ResponseCancel,
-                OutputAudioClear)
+    for cls in (
+        SessionUpdate,
+        InputAudioAppend,
+        InputAudioCommit,
+        InputAudioClear,
+        ItemCreate,
+        ItemTruncate,
+        ItemDelete,
+        ItemRetrieve,
+        ResponseCreate,
+        ResponseCancel,
+        OutputAudioClear,
+    )
 }
 
 

@@ -67,8 +67,9 @@ class Spoken:
         self.attributed = False
 
 
-def item_added_events(eid: Callable[[], str], item: Item, prev: str | None, *, legacy: bool,
-                      done: bool) -> list[S.ServerEvent]:
+def item_added_events(
+    eid: Callable[[], str], item: Item, prev: str | None, *, legacy: bool, done: bool
+) -> list[S.ServerEvent]:
     out: list[S.ServerEvent] = [S.ItemAdded(event_id=eid(), item=item, previous_item_id=prev)]
     if legacy:
         out.append(S.ItemCreated(event_id=eid(), item=item, previous_item_id=prev))
@@ -88,12 +89,16 @@ class Conversation:
     def has(self, item_id: str) -> bool:
         return item_id in self.items
 
-    def get(self, item_id: str, code: str = "item_retrieve_invalid_item_id",
-            verb: str = "retrieving") -> Item:
+    def get(
+        self, item_id: str, code: str = "item_retrieve_invalid_item_id", verb: str = "retrieving"
+    ) -> Item:
         item = self.items.get(item_id)
         if item is None:
-            raise RealtimeError(code, f"Error {verb} item: the item with id '{item_id[:64]}' "
-                                "does not exist.", param="item_id")
+            raise RealtimeError(
+                code,
+                f"Error {verb} item: the item with id '{item_id[:64]}' does not exist.",
+                param="item_id",
+            )
         return item
 
     def last_id(self) -> str | None:
@@ -113,8 +118,11 @@ class Conversation:
         elif previous_item_id in self.items:
             at = self.order.index(previous_item_id) + 1
         else:
-            raise RealtimeError("invalid_item_id", f"previous_item_id '{previous_item_id[:64]}' "
-                                "does not exist.", param="previous_item_id")
+            raise RealtimeError(
+                "invalid_item_id",
+                f"previous_item_id '{previous_item_id[:64]}' does not exist.",
+                param="previous_item_id",
+            )
         self.order.insert(at, item.id)
         self.items[item.id] = item
         while len(self.order) > MAX_ITEMS:
@@ -141,9 +149,14 @@ class Conversation:
         item = self.items.get(item_id)
         if not isinstance(item, MessageItem):
             return
-        parts = tuple(replace(c, transcript=text) if c.type in ("input_audio", "output_audio")
-                      else replace(c, text=text) if c.type == "output_text" else c
-                      for c in item.content)
+        parts = tuple(
+            replace(c, transcript=text)
+            if c.type in ("input_audio", "output_audio")
+            else replace(c, text=text)
+            if c.type == "output_text"
+            else c
+            for c in item.content
+        )
         self.put(replace(item, content=parts))
 
     def remember_spoken(self, item_id: str, spoken: Spoken) -> None:
@@ -178,42 +191,61 @@ class OpenResponse:
 
     def owns(self, item_id: str) -> bool:
         return any(i.id == item_id for i in self.output) or (
-            self.cur is not None and self.cur.id == item_id)
+            self.cur is not None and self.cur.id == item_id
+        )
 
-    def resource(self, status: str, reason: str | None = None,
-                 error: RealtimeError | None = None) -> S.ResponseResource:
+    def resource(
+        self, status: str, reason: str | None = None, error: RealtimeError | None = None
+    ) -> S.ResponseResource:
         return S.ResponseResource(
-            id=self.id, status=status, conversation_id=self.conversation_id,
-            output=tuple(self.output), output_modalities=self.modalities,
-            max_output_tokens=self.max_output_tokens, voice=self.voice, reason=reason,
-            error=error, usage=(self.usage or S.Usage()) if status != "in_progress" else None,
-            metadata=self.metadata)
+            id=self.id,
+            status=status,
+            conversation_id=self.conversation_id,
+            output=tuple(self.output),
+            output_modalities=self.modalities,
+            max_output_tokens=self.max_output_tokens,
+            voice=self.voice,
+            reason=reason,
+            error=error,
+            usage=(self.usage or S.Usage()) if status != "in_progress" else None,
+            metadata=self.metadata,
+        )
 
     def start_item(self, item: Item) -> list[S.ServerEvent]:
         assert item.id is not None
         prev = self.conv.add(item, None)
         self.cur = item
         self.parts = []
-        out: list[S.ServerEvent] = [S.OutputItemAdded(event_id=self.eid(), response_id=self.id,
-                                                      output_index=len(self.output), item=item)]
-        return out + item_added_events(self.eid, item, prev, legacy=self.legacy_created,
-                                       done=False)
+        out: list[S.ServerEvent] = [
+            S.OutputItemAdded(
+                event_id=self.eid(), response_id=self.id, output_index=len(self.output), item=item
+            )
+        ]
+        return out + item_added_events(self.eid, item, prev, legacy=self.legacy_created, done=False)
 
     def _message(self) -> list[S.ServerEvent]:
         """Open an assistant message (and its one content part) unless one is open."""
         if isinstance(self.cur, MessageItem):
             return []
         out = self.close_item("completed")
-        item = MessageItem(role="assistant", content=(), id=self.new_id("item"),
-                           status="in_progress")
+        item = MessageItem(
+            role="assistant", content=(), id=self.new_id("item"), status="in_progress"
+        )
         out += self.start_item(item)
         assert item.id is not None
         self.spoken = Spoken(response_id=self.id)
         if self.audio_mode:  # only audio messages can be truncated
             self.conv.remember_spoken(item.id, self.spoken)
         part = S.Part(type="audio" if self.audio_mode else "text")
-        out.append(S.ContentPartAdded(event_id=self.eid(), response_id=self.id, item_id=item.id,
-                                      output_index=len(self.output), part=part))
+        out.append(
+            S.ContentPartAdded(
+                event_id=self.eid(),
+                response_id=self.id,
+                item_id=item.id,
+                output_index=len(self.output),
+                part=part,
+            )
+        )
         return out
 
     def text(self, delta: str) -> list[S.ServerEvent]:
@@ -222,17 +254,30 @@ class OpenResponse:
         self.parts.append(delta)
         self.spoken.transcript += delta
         cls = S.OutputTranscriptDelta if self.audio_mode else S.OutputTextDelta
-        out.append(cls(event_id=self.eid(), response_id=self.id, item_id=self.cur.id,
-                       output_index=len(self.output), delta=delta))
+        out.append(
+            cls(
+                event_id=self.eid(),
+                response_id=self.id,
+                item_id=self.cur.id,
+                output_index=len(self.output),
+                delta=delta,
+            )
+        )
         return out
 
     def audio(self, pcm: bytes, spoken_text: str | None) -> list[S.ServerEvent]:
         out = self._message()
         assert self.cur is not None and self.cur.id is not None and self.spoken is not None
         self.spoken.add_audio(len(pcm), spoken_text)
-        out.append(S.OutputAudioDelta(event_id=self.eid(), response_id=self.id,
-                                      item_id=self.cur.id, output_index=len(self.output),
-                                      delta=pcm))
+        out.append(
+            S.OutputAudioDelta(
+                event_id=self.eid(),
+                response_id=self.id,
+                item_id=self.cur.id,
+                output_index=len(self.output),
+                delta=pcm,
+            )
+        )
         return out
 
     def arguments(self, delta: str) -> list[S.ServerEvent]:
@@ -240,9 +285,16 @@ class OpenResponse:
         if not isinstance(cur, FunctionCallItem) or cur.id is None or cur.call_id is None:
             return []
         self.parts.append(delta)
-        return [S.FunctionArgumentsDelta(event_id=self.eid(), response_id=self.id, item_id=cur.id,
-                                         output_index=len(self.output), call_id=cur.call_id,
-                                         delta=delta)]
+        return [
+            S.FunctionArgumentsDelta(
+                event_id=self.eid(),
+                response_id=self.id,
+                item_id=cur.id,
+                output_index=len(self.output),
+                call_id=cur.call_id,
+                delta=delta,
+            )
+        ]
 
     def close_item(self, status: str) -> list[S.ServerEvent]:
         """Finish the open output item (``incomplete`` when the response was cut)."""
@@ -255,35 +307,65 @@ class OpenResponse:
         final: Item
         if isinstance(cur, MessageItem):
             if self.audio_mode:
-                out += [S.OutputAudioDone(event_id=self.eid(), response_id=rid, item_id=iid,
-                                          output_index=index),
-                        S.OutputTranscriptDone(event_id=self.eid(), response_id=rid,
-                                               item_id=iid, output_index=index,
-                                               transcript=text)]
+                out += [
+                    S.OutputAudioDone(
+                        event_id=self.eid(), response_id=rid, item_id=iid, output_index=index
+                    ),
+                    S.OutputTranscriptDone(
+                        event_id=self.eid(),
+                        response_id=rid,
+                        item_id=iid,
+                        output_index=index,
+                        transcript=text,
+                    ),
+                ]
                 part = ContentPart(type="output_audio", transcript=text)
             else:
-                out.append(S.OutputTextDone(event_id=self.eid(), response_id=rid, item_id=iid,
-                                            output_index=index, text=text))
+                out.append(
+                    S.OutputTextDone(
+                        event_id=self.eid(),
+                        response_id=rid,
+                        item_id=iid,
+                        output_index=index,
+                        text=text,
+                    )
+                )
                 part = ContentPart(type="output_text", text=text)
-            out.append(S.ContentPartDone(event_id=self.eid(), response_id=rid, item_id=iid,
-                                         output_index=index, part=S.Part(
-                                             type="audio" if self.audio_mode else "text",
-                                             text=text)))
+            out.append(
+                S.ContentPartDone(
+                    event_id=self.eid(),
+                    response_id=rid,
+                    item_id=iid,
+                    output_index=index,
+                    part=S.Part(type="audio" if self.audio_mode else "text", text=text),
+                )
+            )
             final = replace(cur, content=(part,), status=status)
         else:
             assert isinstance(cur, FunctionCallItem) and cur.call_id is not None
             if status == "completed":
-                out.append(S.FunctionArgumentsDone(event_id=self.eid(), response_id=rid,
-                                                   item_id=iid, output_index=index,
-                                                   call_id=cur.call_id, name=cur.name,
-                                                   arguments=text))
+                out.append(
+                    S.FunctionArgumentsDone(
+                        event_id=self.eid(),
+                        response_id=rid,
+                        item_id=iid,
+                        output_index=index,
+                        call_id=cur.call_id,
+                        name=cur.name,
+                        arguments=text,
+                    )
+                )
             final = replace(cur, arguments=text, status=status)
         self.conv.put(final)
         self.output.append(final)
         self.cur = None
         self.parts = []
-        out.append(S.OutputItemDone(event_id=self.eid(), response_id=self.id, output_index=index,
-                                    item=final))
-        out.append(S.ItemDone(event_id=self.eid(), item=final,
-                              previous_item_id=self.conv.prev_of(cur.id)))
+        out.append(
+            S.OutputItemDone(
+                event_id=self.eid(), response_id=self.id, output_index=index, item=final
+            )
+        )
+        out.append(
+            S.ItemDone(event_id=self.eid(), item=final, previous_item_id=self.conv.prev_of(cur.id))
+        )
         return out

@@ -10,8 +10,15 @@ from voicepipe.core.realtime_events import MODALITIES, MaxTokens, RealtimeError
 
 MAX_TEXT = 65_536  # default bound of a string field: one text part, one tool output
 
-_JSON_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal", str: "a string",
-               list: "an array", dict: "an object", type(None): "null"}
+_JSON_NAMES = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a decimal",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+    type(None): "null",
+}
 
 
 def _kind(value: object) -> str:
@@ -39,32 +46,53 @@ class Reader:
     def _get(self, key: str, required: bool) -> object:
         if key not in self.data or (self.data[key] is None and required):
             if required:
-                raise self.error("missing_required_parameter",
-                                 f"Missing required parameter: '{self.param(key)}'.", key)
+                raise self.error(
+                    "missing_required_parameter",
+                    f"Missing required parameter: '{self.param(key)}'.",
+                    key,
+                )
         return self.data.get(key)
 
     def _type_error(self, key: str, want: str, value: object) -> RealtimeError:
-        return self.error("invalid_type", f"Invalid type for '{self.param(key)}': expected "
-                          f"{want}, but got {_kind(value)} instead.", key)
+        return self.error(
+            "invalid_type",
+            f"Invalid type for '{self.param(key)}': expected "
+            f"{want}, but got {_kind(value)} instead.",
+            key,
+        )
 
-    def string(self, key: str, *, required: bool = False, max_len: int = MAX_TEXT,
-               choices: tuple[str, ...] | None = None) -> str | None:
+    def string(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        max_len: int = MAX_TEXT,
+        choices: tuple[str, ...] | None = None,
+    ) -> str | None:
         value = self._get(key, required)
         if value is None:
             return None
         if not isinstance(value, str):
             raise self._type_error(key, "a string", value)
         if len(value) > max_len:
-            raise self.error("string_above_max_length", f"Invalid '{self.param(key)}': string "
-                             f"too long. Expected a maximum length of {max_len}.", key)
+            raise self.error(
+                "string_above_max_length",
+                f"Invalid '{self.param(key)}': string "
+                f"too long. Expected a maximum length of {max_len}.",
+                key,
+            )
         if choices is not None and value not in choices:
             listed = ", ".join(f"'{c}'" for c in choices)
-            raise self.error("invalid_value", f"Invalid value: '{value[:64]}'. Supported values "
-                             f"are: {listed}.", key)
+            raise self.error(
+                "invalid_value",
+                f"Invalid value: '{value[:64]}'. Supported values are: {listed}.",
+                key,
+            )
         return value
 
-    def req_string(self, key: str, *, max_len: int = MAX_TEXT,
-                   choices: tuple[str, ...] | None = None) -> str:
+    def req_string(
+        self, key: str, *, max_len: int = MAX_TEXT, choices: tuple[str, ...] | None = None
+    ) -> str:
         value = self.string(key, required=True, max_len=max_len, choices=choices)
         assert value is not None  # required=True raised otherwise
         return value
@@ -76,8 +104,12 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._type_error(key, "an integer", value)
         if not lo <= value <= hi:
-            raise self.error("invalid_value", f"Invalid '{self.param(key)}': expected an "
-                             f"integer between {lo} and {hi}, got {value}.", key)
+            raise self.error(
+                "invalid_value",
+                f"Invalid '{self.param(key)}': expected an "
+                f"integer between {lo} and {hi}, got {value}.",
+                key,
+            )
         return value
 
     def number(self, key: str, lo: float, hi: float) -> float | None:
@@ -87,8 +119,11 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._type_error(key, "a decimal", value)
         if not (math.isfinite(value) and lo <= value <= hi):
-            raise self.error("invalid_value", f"Invalid '{self.param(key)}': expected a number "
-                             f"between {lo} and {hi}.", key)
+            raise self.error(
+                "invalid_value",
+                f"Invalid '{self.param(key)}': expected a number between {lo} and {hi}.",
+                key,
+            )
         return float(value)
 
     def boolean(self, key: str) -> bool | None:
@@ -114,8 +149,12 @@ class Reader:
         if not isinstance(value, list):
             raise self._type_error(key, "an array", value)
         if len(value) > max_len:
-            raise self.error("array_above_max_length", f"Invalid '{self.param(key)}': array too "
-                             f"long. Expected an array with maximum length {max_len}.", key)
+            raise self.error(
+                "array_above_max_length",
+                f"Invalid '{self.param(key)}': array too "
+                f"long. Expected an array with maximum length {max_len}.",
+                key,
+            )
         return value
 
     def element(self, key: str, index: int, value: object) -> Reader:
@@ -128,8 +167,12 @@ class Reader:
         if value == "inf":
             return "inf"
         if isinstance(value, str):
-            raise self.error("invalid_value", f"Invalid value: '{value[:64]}'. Supported values "
-                             "are: 'inf' or an integer between 1 and 4096.", key)
+            raise self.error(
+                "invalid_value",
+                f"Invalid value: '{value[:64]}'. Supported values "
+                "are: 'inf' or an integer between 1 and 4096.",
+                key,
+            )
         return self.integer(key, 1, 4096)
 
     def modalities(self, key: str) -> tuple[str, ...] | None:
@@ -138,6 +181,10 @@ class Reader:
             return None
         for i, v in enumerate(values):
             if not isinstance(v, str) or v not in MODALITIES:
-                raise self.error("invalid_value", f"Invalid value in '{self.param(key)}[{i}]': "
-                                 "supported values are 'text' and 'audio'.", f"{key}[{i}]")
+                raise self.error(
+                    "invalid_value",
+                    f"Invalid value in '{self.param(key)}[{i}]': "
+                    "supported values are 'text' and 'audio'.",
+                    f"{key}[{i}]",
+                )
         return tuple(str(v) for v in values)

@@ -125,11 +125,15 @@ class Usage:
             "total_tokens": inp + out,
             "input_tokens": inp,
             "output_tokens": out,
-            "input_token_details": {"text_tokens": self.input_text_tokens,
-                                    "audio_tokens": self.input_audio_tokens,
-                                    "cached_tokens": 0},
-            "output_token_details": {"text_tokens": self.output_text_tokens,
-                                     "audio_tokens": self.output_audio_tokens},
+            "input_token_details": {
+                "text_tokens": self.input_text_tokens,
+                "audio_tokens": self.input_audio_tokens,
+                "cached_tokens": 0,
+            },
+            "output_token_details": {
+                "text_tokens": self.output_text_tokens,
+                "audio_tokens": self.output_audio_tokens,
+            },
         }
 
 
@@ -153,8 +157,11 @@ class ResponseResource:
         if self.status != "in_progress":
             details = {"type": self.status, "reason": self.reason}
             if self.error is not None:
-                details["error"] = {"type": self.error.type, "code": self.error.code,
-                                    "message": self.error.message}
+                details["error"] = {
+                    "type": self.error.type,
+                    "code": self.error.code,
+                    "message": self.error.message,
+                }
         return {
             "object": "realtime.response",
             "id": self.id,
@@ -438,13 +445,38 @@ class FunctionArgumentsDone(ServerEvent):
 
 SERVER_EVENT_TYPES: dict[str, type[ServerEvent]] = {
     cls.TYPE: cls
-    for cls in (ErrorEvent, SessionCreated, SessionUpdated, SpeechStarted, SpeechStopped,
-                BufferCommitted, BufferCleared, ItemCreated, ItemAdded, ItemDone, ItemRetrieved,
-                ItemTruncated, ItemDeleted, TranscriptionDelta, TranscriptionCompleted,
-                TranscriptionFailed, ResponseCreated, ResponseDone, OutputItemAdded,
-                OutputItemDone, ContentPartAdded, ContentPartDone, OutputAudioDelta,
-                OutputAudioDone, OutputTranscriptDelta, OutputTranscriptDone, OutputTextDelta,
-                OutputTextDone, FunctionArgumentsDelta, FunctionArgumentsDone)
+    for cls in (
+        ErrorEvent,
+        SessionCreated,
+        SessionUpdated,
+        SpeechStarted,
+        SpeechStopped,
+        BufferCommitted,
+        BufferCleared,
+        ItemCreated,
+        ItemAdded,
+        ItemDone,
+        ItemRetrieved,
+        ItemTruncated,
+        ItemDeleted,
+        TranscriptionDelta,
+        TranscriptionCompleted,
+        TranscriptionFailed,
+        ResponseCreated,
+        ResponseDone,
+        OutputItemAdded,
+        OutputItemDone,
+        ContentPartAdded,
+        ContentPartDone,
+        OutputAudioDelta,
+        OutputAudioDone,
+        OutputTranscriptDelta,
+        OutputTranscriptDone,
+        OutputTextDelta,
+        OutputTextDone,
+        FunctionArgumentsDelta,
+        FunctionArgumentsDone,
+    )
 }
 
 
@@ -454,4 +486,3 @@ def encode_server_event(ev: ServerEvent) -> str:
 
 def error_event(event_id: str, err: RealtimeError) -> ErrorEvent:
     return ErrorEvent(event_id=event_id, error=err)
-

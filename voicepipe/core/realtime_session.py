@@ -97,15 +97,26 @@ class _Input:
 
 
 class RealtimeSession:
-    def __init__(self, *, session_id: str, model: str = "voicepipe", instructions: str = "",
-                 voice: str = "alloy", transcription_model: str | None = "whisper",
-                 vad: TurnDetection = DEFAULT_VAD, legacy_item_created: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        model: str = "voicepipe",
+        instructions: str = "",
+        voice: str = "alloy",
+        transcription_model: str | None = "whisper",
+        vad: TurnDetection = DEFAULT_VAD,
+        legacy_item_created: bool = True,
+    ) -> None:
         self.ids = _Ids(tag=session_id.removeprefix("sess_")[:12])
         self.config = S.SessionConfig(
-            id=session_id, model=model, instructions=instructions, voice=voice,
+            id=session_id,
+            model=model,
+            instructions=instructions,
+            voice=voice,
             turn_detection=vad,
-            transcription=Transcription(model=transcription_model)
-            if transcription_model else None)
+            transcription=Transcription(model=transcription_model) if transcription_model else None,
+        )
         # GA sends conversation.item.added/done; beta clients (and the issue's event list)
         # know conversation.item.created: sent too unless turned off. Idempotent by item id.
         self.legacy_item_created = legacy_item_created
@@ -121,8 +132,7 @@ class RealtimeSession:
 
     def start(self) -> list[Out]:
         """The first thing sent on a new connection."""
-        return [S.SessionCreated(event_id=self._eid(), session=self.config),
-                Configure(self.config)]
+        return [S.SessionCreated(event_id=self._eid(), session=self.config), Configure(self.config)]
 
     def receive(self, data: str | bytes) -> list[Out]:
         """One WebSocket text message. Bad input → one ``error`` event, never an exception."""
@@ -145,8 +155,10 @@ class RealtimeSession:
             return [AppendAudio(ev.audio)] if ev.audio else []
         if isinstance(ev, SessionUpdate):
             self.config = apply_patch(self.config, ev.session, audio_sent=self.audio_sent)
-            return [Configure(self.config), S.SessionUpdated(event_id=self._eid(),
-                                                             session=self.config)]
+            return [
+                Configure(self.config),
+                S.SessionUpdated(event_id=self._eid(), session=self.config),
+            ]
         if isinstance(ev, InputAudioCommit):
             return self._commit_manual()
         if isinstance(ev, InputAudioClear):
@@ -159,48 +171,56 @@ class RealtimeSession:
             return self._truncate(ev)
         if isinstance(ev, ItemDelete):
             self.conversation.delete(ev.item_id)
-            return [DeleteItem(ev.item_id), S.ItemDeleted(event_id=self._eid(),
-                                                          item_id=ev.item_id)]
+            return [DeleteItem(ev.item_id), S.ItemDeleted(event_id=self._eid(), item_id=ev.item_id)]
         if isinstance(ev, ItemRetrieve):
-            return [S.ItemRetrieved(event_id=self._eid(),
-                                    item=self.conversation.get(ev.item_id))]
+            return [S.ItemRetrieved(event_id=self._eid(), item=self.conversation.get(ev.item_id))]
         if isinstance(ev, ResponseCreate):
             return self._create_response(ev)
         if isinstance(ev, ResponseCancel):
             r = self.response
             if r is None or (ev.response_id is not None and ev.response_id != r.id):
-                raise RealtimeError("response_cancel_not_active",
-                                    "Cancellation failed: no active response found.")
+                raise RealtimeError(
+                    "response_cancel_not_active", "Cancellation failed: no active response found."
+                )
             return self._cancel("client_cancelled")
         if isinstance(ev, OutputAudioClear):
-            raise RealtimeError("unsupported_event", "output_audio_buffer.clear is for WebRTC/SIP "
-                                "only; over WebSocket send response.cancel and "
-                                "conversation.item.truncate.", param="type")
+            raise RealtimeError(
+                "unsupported_event",
+                "output_audio_buffer.clear is for WebRTC/SIP "
+                "only; over WebSocket send response.cancel and "
+                "conversation.item.truncate.",
+                param="type",
+            )
         raise RealtimeError("invalid_value", f"Unsupported event {ev.TYPE!r}.")  # pragma: no cover
 
     # ------------------------------------------------------------ input audio
 
     def _commit(self, item_id: str, audio_ms: int) -> list[Out]:
         prev = self.conversation.last_id()
-        item = MessageItem(role="user", content=(ContentPart(type="input_audio"),),
-                           id=item_id, status="completed")
+        item = MessageItem(
+            role="user", content=(ContentPart(type="input_audio"),), id=item_id, status="completed"
+        )
         self.conversation.add(item, None)
         self.input.item_ms[item_id] = audio_ms
         while len(self.input.item_ms) > KEEP_ITEM_MS:
             del self.input.item_ms[next(iter(self.input.item_ms))]
         self.input.buffered = 0
         self.input.speech_item = None
-        out: list[Out] = [S.BufferCommitted(event_id=self._eid(), item_id=item_id,
-                                            previous_item_id=prev)]
+        out: list[Out] = [
+            S.BufferCommitted(event_id=self._eid(), item_id=item_id, previous_item_id=prev)
+        ]
         return out + self._item_events(item, prev, done=True)
 
     def _commit_manual(self) -> list[Out]:
         ms = self.input.buffered // BYTES_PER_MS
         if ms < MIN_COMMIT_MS:
-            raise RealtimeError("input_audio_buffer_commit_empty", "Error committing input "
-                                f"audio buffer: buffer too small. Expected at least "
-                                f"{MIN_COMMIT_MS}ms of audio, but buffer only has {ms}.00ms "
-                                "of audio.")
+            raise RealtimeError(
+                "input_audio_buffer_commit_empty",
+                "Error committing input "
+                f"audio buffer: buffer too small. Expected at least "
+                f"{MIN_COMMIT_MS}ms of audio, but buffer only has {ms}.00ms "
+                "of audio.",
+            )
         item_id = self.input.speech_item or self.ids.new("item")
         # The events first: the transcript that CommitAudio leads to must follow "committed".
         return [*self._commit(item_id, ms), CommitAudio(item_id)]
@@ -213,8 +233,11 @@ class RealtimeSession:
         item_id = self.ids.new("item")
         self.input.speech_item = item_id
         self.input.speech_start_ms = max(0, audio_start_ms)
-        out: list[Out] = [S.SpeechStarted(event_id=self._eid(),
-                                          audio_start_ms=max(0, audio_start_ms), item_id=item_id)]
+        out: list[Out] = [
+            S.SpeechStarted(
+                event_id=self._eid(), audio_start_ms=max(0, audio_start_ms), item_id=item_id
+            )
+        ]
         if self.response is not None and td.interrupt_response:
             out += self._cancel("turn_detected")
         return out
@@ -226,8 +249,7 @@ class RealtimeSession:
         if td is None or item_id is None:
             return []
         end = max(audio_end_ms, self.input.speech_start_ms)
-        out: list[Out] = [S.SpeechStopped(event_id=self._eid(), audio_end_ms=end,
-                                          item_id=item_id)]
+        out: list[Out] = [S.SpeechStopped(event_id=self._eid(), audio_end_ms=end, item_id=item_id)]
         out += self._commit(item_id, end - self.input.speech_start_ms)
         if td.create_response and self.response is None:
             out += self._start_response(None, after_item_id=item_id)
@@ -256,9 +278,14 @@ class RealtimeSession:
         if self.config.transcription is None:
             return []
         seconds = self.input.item_ms.pop(item_id, 0) / 1000.0
-        return [S.TranscriptionCompleted(event_id=self._eid(), item_id=item_id,
-                                         transcript=transcript,
-                                         usage=S.DurationUsage(seconds=seconds))]
+        return [
+            S.TranscriptionCompleted(
+                event_id=self._eid(),
+                item_id=item_id,
+                transcript=transcript,
+                usage=S.DurationUsage(seconds=seconds),
+            )
+        ]
 
     def transcript_failed(self, item_id: str, message: str) -> list[Out]:
         if self.config.transcription is None or not self.conversation.has(item_id):
@@ -269,14 +296,16 @@ class RealtimeSession:
     # ------------------------------------------------------------ conversation items
 
     def _item_events(self, item: Item, prev: str | None, *, done: bool) -> list[Out]:
-        return list(item_added_events(self._eid, item, prev, legacy=self.legacy_item_created,
-                                      done=done))
+        return list(
+            item_added_events(self._eid, item, prev, legacy=self.legacy_item_created, done=done)
+        )
 
     def _create_item(self, ev: ItemCreate) -> list[Out]:
         item = ev.item
         if item.id is not None and self.conversation.has(item.id):
-            raise RealtimeError("invalid_value", f"Item with id '{item.id}' already exists.",
-                                param="item.id")
+            raise RealtimeError(
+                "invalid_value", f"Item with id '{item.id}' already exists.", param="item.id"
+            )
         if item.id is None:
             item = replace(item, id=self.ids.new("item"))
         item = replace(item, status="completed")
@@ -287,43 +316,70 @@ class RealtimeSession:
         spoken = self.conversation.spoken.get(ev.item_id)
         item = self.conversation.get(ev.item_id, "item_truncate_invalid_item_id", "truncating")
         if spoken is None or not isinstance(item, MessageItem) or item.role != "assistant":
-            raise RealtimeError("unsupported_content_type", "Only model output audio messages "
-                                "can be truncated.", param="item_id")
+            raise RealtimeError(
+                "unsupported_content_type",
+                "Only model output audio messages can be truncated.",
+                param="item_id",
+            )
         if ev.content_index != 0:
-            raise RealtimeError("invalid_value", "Invalid content_index: the item has one "
-                                "content part (0).", param="content_index")
+            raise RealtimeError(
+                "invalid_value",
+                "Invalid content_index: the item has one content part (0).",
+                param="content_index",
+            )
         if ev.audio_end_ms > spoken.ms:
-            raise RealtimeError("invalid_value", f"Audio content of {spoken.ms}ms is already "
-                                f"shorter than {ev.audio_end_ms}ms.", param="audio_end_ms")
+            raise RealtimeError(
+                "invalid_value",
+                f"Audio content of {spoken.ms}ms is already shorter than {ev.audio_end_ms}ms.",
+                param="audio_end_ms",
+            )
         out: list[Out] = []
         if self.response is not None and self.response.owns(ev.item_id):
             out += self._cancel("client_cancelled")  # truncating what is still being said
         text = spoken.heard(ev.audio_end_ms)
         self.conversation.set_transcript(ev.item_id, text)
         spoken.truncate(ev.audio_end_ms, text)
-        return out + [SetHeard(ev.item_id, spoken.response_id, text, ev.audio_end_ms),
-                      S.ItemTruncated(event_id=self._eid(), item_id=ev.item_id,
-                                      content_index=0, audio_end_ms=ev.audio_end_ms)]
+        return out + [
+            SetHeard(ev.item_id, spoken.response_id, text, ev.audio_end_ms),
+            S.ItemTruncated(
+                event_id=self._eid(),
+                item_id=ev.item_id,
+                content_index=0,
+                audio_end_ms=ev.audio_end_ms,
+            ),
+        ]
 
     # ------------------------------------------------------------ responses
 
     def _create_response(self, ev: ResponseCreate) -> list[Out]:
         if self.response is not None:
-            raise RealtimeError("conversation_already_has_active_response", "Conversation "
-                                f"already has an active response in progress: "
-                                f"{self.response.id}. Wait until the response is finished "
-                                "before creating a new one.")
+            raise RealtimeError(
+                "conversation_already_has_active_response",
+                "Conversation "
+                f"already has an active response in progress: "
+                f"{self.response.id}. Wait until the response is finished "
+                "before creating a new one.",
+            )
         p = ev.response
         if p is not None:
             if p.conversation not in (None, "auto"):
-                raise RealtimeError("invalid_value", "Only conversation 'auto' is supported.",
-                                    param="response.conversation")
+                raise RealtimeError(
+                    "invalid_value",
+                    "Only conversation 'auto' is supported.",
+                    param="response.conversation",
+                )
             if p.output_modalities is not None and len(set(p.output_modalities)) != 1:
-                raise RealtimeError("invalid_value", "output_modalities is either ['audio'] "
-                                    "or ['text'].", param="response.output_modalities")
+                raise RealtimeError(
+                    "invalid_value",
+                    "output_modalities is either ['audio'] or ['text'].",
+                    param="response.output_modalities",
+                )
             if p.voice is not None and p.voice != self.config.voice:
-                raise RealtimeError("cannot_update_voice", "Per-response voices are not "
-                                    "supported.", param="response.audio.output.voice")
+                raise RealtimeError(
+                    "cannot_update_voice",
+                    "Per-response voices are not supported.",
+                    param="response.audio.output.voice",
+                )
         return self._start_response(ev, after_item_id=None)
 
     def _start_response(self, ev: ResponseCreate | None, after_item_id: str | None) -> list[Out]:
@@ -332,25 +388,30 @@ class RealtimeSession:
         r = OpenResponse(
             id=self.ids.new("resp"),
             conversation_id=f"conv_{self.ids.tag}",
-            modalities=(p.output_modalities if p and p.output_modalities
-                        else c.output_modalities),
-            max_output_tokens=(p.max_output_tokens if p and p.max_output_tokens is not None
-                               else c.max_output_tokens),
+            modalities=(p.output_modalities if p and p.output_modalities else c.output_modalities),
+            max_output_tokens=(
+                p.max_output_tokens
+                if p and p.max_output_tokens is not None
+                else c.max_output_tokens
+            ),
             voice=c.voice,
             metadata=p.metadata if p else None,
-            eid=self._eid, new_id=self.ids.new, conv=self.conversation,
+            eid=self._eid,
+            new_id=self.ids.new,
+            conv=self.conversation,
             legacy_created=self.legacy_item_created,
         )
         self.response = r
         action = StartResponse(
             response_id=r.id,
             instructions=p.instructions if p and p.instructions is not None else c.instructions,
-            output_modalities=r.modalities, max_output_tokens=r.max_output_tokens,
+            output_modalities=r.modalities,
+            max_output_tokens=r.max_output_tokens,
             tools=p.tools if p and p.tools is not None else c.tools,
             tool_choice=p.tool_choice if p and p.tool_choice is not None else c.tool_choice,
-            after_item_id=after_item_id)
-        return [S.ResponseCreated(event_id=self._eid(), response=r.resource("in_progress")),
-                action]
+            after_item_id=after_item_id,
+        )
+        return [S.ResponseCreated(event_id=self._eid(), response=r.resource("in_progress")), action]
 
     def _cancel(self, reason: str) -> list[Out]:
         r = self.response
@@ -358,14 +419,18 @@ class RealtimeSession:
         out: list[Out] = [CancelResponse(r.id, reason)]
         return out + self._finish("cancelled", reason)
 
-    def _finish(self, status: str, reason: str | None,
-                error: RealtimeError | None = None) -> list[Out]:
+    def _finish(
+        self, status: str, reason: str | None, error: RealtimeError | None = None
+    ) -> list[Out]:
         r = self.response
         assert r is not None
         item_status = "completed" if status == "completed" else "incomplete"
         out: list[Out] = [*r.close_item(item_status)]
-        out.append(S.ResponseDone(event_id=self._eid(),
-                                  response=r.resource(status, reason=reason, error=error)))
+        out.append(
+            S.ResponseDone(
+                event_id=self._eid(), response=r.resource(status, reason=reason, error=error)
+            )
+        )
         self.response = None
         return out
 
@@ -384,8 +449,9 @@ class RealtimeSession:
             return []
         return list(r.text(delta))
 
-    def output_audio(self, pcm: bytes, spoken_text: str | None = None,
-                     response_id: str | None = None) -> list[Out]:
+    def output_audio(
+        self, pcm: bytes, spoken_text: str | None = None, response_id: str | None = None
+    ) -> list[Out]:
         """Reply audio, PCM16 mono 24 kHz. ``spoken_text``: the text this audio says, when the
         TTS knows it (exact heard-trimming on truncate); else words are spread evenly."""
         r = self._open(response_id)
@@ -394,22 +460,29 @@ class RealtimeSession:
         self.audio_sent = True
         return list(r.audio(pcm, spoken_text))
 
-    def function_call(self, name: str, arguments: str, call_id: str | None = None,
-                      response_id: str | None = None) -> list[Out]:
+    def function_call(
+        self, name: str, arguments: str, call_id: str | None = None, response_id: str | None = None
+    ) -> list[Out]:
         """A complete tool call of the reply (the streaming form: ``function_call_start``,
         ``function_call_delta``, ``function_call_end``)."""
         out = self.function_call_start(name, call_id, response_id)
         out += self.function_call_delta(arguments, response_id)
         return out + self.function_call_end(response_id)
 
-    def function_call_start(self, name: str, call_id: str | None = None,
-                            response_id: str | None = None) -> list[Out]:
+    def function_call_start(
+        self, name: str, call_id: str | None = None, response_id: str | None = None
+    ) -> list[Out]:
         r = self._open(response_id)
         if r is None:
             return []
         out: list[Out] = [*r.close_item("completed")]
-        item = FunctionCallItem(name=name, arguments="", call_id=call_id or self.ids.new("call"),
-                                id=self.ids.new("item"), status="in_progress")
+        item = FunctionCallItem(
+            name=name,
+            arguments="",
+            call_id=call_id or self.ids.new("call"),
+            id=self.ids.new("item"),
+            status="in_progress",
+        )
         return out + r.start_item(item)
 
     def function_call_delta(self, delta: str, response_id: str | None = None) -> list[Out]:
@@ -426,9 +499,13 @@ class RealtimeSession:
         if r is not None:
             r.usage = usage
 
-    def response_finished(self, *, incomplete_reason: str | None = None,
-                          usage: S.Usage | None = None,
-                          response_id: str | None = None) -> list[Out]:
+    def response_finished(
+        self,
+        *,
+        incomplete_reason: str | None = None,
+        usage: S.Usage | None = None,
+        response_id: str | None = None,
+    ) -> list[Out]:
         """The reply is complete (``incomplete_reason="max_output_tokens"``: it was cut
         at the token budget)."""
         r = self._open(response_id)

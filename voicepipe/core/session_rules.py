@@ -68,8 +68,11 @@ class ServerRules:
         if self.phase is Phase.HELLO:
             if not isinstance(msg, P.Hello):
                 raise P.ProtocolError("the first message must be hello")
-            P.check_hello(msg, token=self.limits.token,
-                          max_output_sample_rate=self.limits.max_output_sample_rate)
+            P.check_hello(
+                msg,
+                token=self.limits.token,
+                max_output_sample_rate=self.limits.max_output_sample_rate,
+            )
             self.hello = msg
             self.phase = Phase.OPEN
             return msg

@@ -102,16 +102,25 @@ def _load(name: str, compute_type: str, threads: int):
 
     from voicepipe import registry
 
-    return WhisperModel(str(registry.resolve(name)), device="cpu", compute_type=compute_type,
-                        cpu_threads=threads)
+    return WhisperModel(
+        str(registry.resolve(name)), device="cpu", compute_type=compute_type, cpu_threads=threads
+    )
 
 
 class WhisperAsr:
     """Thread-safe for one caller at a time per instance (a lock serialises calls)."""
 
-    def __init__(self, model: str = "whisper-tiny.en", *, compute_type: str = "int8",
-                 threads: int = 2, beam_size: int = 1, language: str = "en",
-                 pad_s: float = 3.0, no_speech_threshold: float = 0.6) -> None:
+    def __init__(
+        self,
+        model: str = "whisper-tiny.en",
+        *,
+        compute_type: str = "int8",
+        threads: int = 2,
+        beam_size: int = 1,
+        language: str = "en",
+        pad_s: float = 3.0,
+        no_speech_threshold: float = 0.6,
+    ) -> None:
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_suppressed_tokens
 
@@ -119,8 +128,12 @@ class WhisperAsr:
         self.whisper = _load(model, compute_type, threads)
         self.ct2 = self.whisper.model  # ctranslate2.models.Whisper
         self.features = self.whisper.feature_extractor
-        tok = Tokenizer(self.whisper.hf_tokenizer, self.ct2.is_multilingual, task="transcribe",
-                        language=language if self.ct2.is_multilingual else "en")
+        tok = Tokenizer(
+            self.whisper.hf_tokenizer,
+            self.ct2.is_multilingual,
+            task="transcribe",
+            language=language if self.ct2.is_multilingual else "en",
+        )
         self.tokenizer = tok
         self.prompt = [*tok.sot_sequence, tok.no_timestamps]
         self.suppress = get_suppressed_tokens(tok, [-1])
@@ -136,9 +149,15 @@ class WhisperAsr:
     @classmethod
     def from_config(cls, cfg) -> WhisperAsr:
         a = cfg.asr
-        return cls(a.model, compute_type=a.compute_type, threads=a.threads,
-                   beam_size=a.beam_size, language=a.language, pad_s=a.window_pad_s,
-                   no_speech_threshold=a.no_speech_threshold)
+        return cls(
+            a.model,
+            compute_type=a.compute_type,
+            threads=a.threads,
+            beam_size=a.beam_size,
+            language=a.language,
+            pad_s=a.window_pad_s,
+            no_speech_threshold=a.no_speech_threshold,
+        )
 
     def warmup(self) -> None:
         """One decode of a second of quiet noise, so the first real request is not the slow one."""
@@ -158,8 +177,13 @@ class WhisperAsr:
         enc = self.ct2.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(x[None])))
         t1 = time.perf_counter()
         res = self.ct2.generate(
-            enc, [self.prompt], beam_size=self.beam_size, max_length=len(self.prompt) + max_tokens,
-            return_scores=True, return_no_speech_prob=True, suppress_blank=True,
+            enc,
+            [self.prompt],
+            beam_size=self.beam_size,
+            max_length=len(self.prompt) + max_tokens,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
             suppress_tokens=self.suppress,
         )[0]
         t2 = time.perf_counter()
@@ -180,8 +204,13 @@ class WhisperAsr:
         """
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
         audio_s = len(pcm) / SAMPLE_RATE
-        x = np.concatenate([np.zeros(round(LEAD_S * SAMPLE_RATE), np.float32), pcm,
-                            np.zeros(round(TAIL_S * SAMPLE_RATE), np.float32)])
+        x = np.concatenate(
+            [
+                np.zeros(round(LEAD_S * SAMPLE_RATE), np.float32),
+                pcm,
+                np.zeros(round(TAIL_S * SAMPLE_RATE), np.float32),
+            ]
+        )
         x += DITHER * np.random.default_rng(len(pcm)).standard_normal(len(x)).astype(np.float32)
         with self._lock:
             mel = self.features(x)[:, :-1]  # (80, T); the last frame covers only padding
@@ -197,7 +226,13 @@ class WhisperAsr:
         text = cut_loop(text)
         speech = nsp <= self.no_speech_threshold and any(c.isalnum() for c in text)
         return Hypothesis(
-            text=text if speech else "", raw_text=text, no_speech_prob=nsp, avg_logprob=lp,
-            audio_s=audio_s, window_s=frames / FRAMES_PER_S, encode_s=te, decode_s=td,
+            text=text if speech else "",
+            raw_text=text,
+            no_speech_prob=nsp,
+            avg_logprob=lp,
+            audio_s=audio_s,
+            window_s=frames / FRAMES_PER_S,
+            encode_s=te,
+            decode_s=td,
             retried=retried,
         )

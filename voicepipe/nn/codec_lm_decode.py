@@ -134,7 +134,7 @@ class CodecLMTarget(_Cached):
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         if parents is not None:
             raise ValueError("the codec LM scores chains, not trees")
-        h = self.run([*self.inputs, *tokens])[-len(tokens):]  # (K+1, d)
+        h = self.run([*self.inputs, *tokens])[-len(tokens) :]  # (K+1, d)
         self._h = h
         return Scores(self.model.logits0(h).float().numpy())
 

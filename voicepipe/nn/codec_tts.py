@@ -143,8 +143,9 @@ class CodecLMTTS:
         if tts.rule == "ar":
             return rules.for_sampling(sampling)
         distance = self.distance() if tts.rule == "acoustic" else None
-        return rules.from_config(tts.rule, beta=tts.beta, top_k=tts.top_k, sampling=sampling,
-                                 distance=distance)
+        return rules.from_config(
+            tts.rule, beta=tts.beta, top_k=tts.top_k, sampling=sampling, distance=distance
+        )
 
     def codes(
         self,
@@ -172,8 +173,11 @@ class CodecLMTTS:
             )
         k = max(1, tts.spec_k)
         decoder = SpeculativeDecoder(
-            target, proposer, SamplingParams(temperature=tts.temperature, seed=tts.seed),
-            k=k, rule=self.rule(tts),
+            target,
+            proposer,
+            SamplingParams(temperature=tts.temperature, seed=tts.seed),
+            k=k,
+            rule=self.rule(tts),
             controller=lambda: AdaptiveK.for_codec(k, adaptive=tts.adaptive_k),
         )
         for out in decoder.generate([target.bos], al.n_frames):
@@ -305,5 +309,9 @@ def codec_stats(m: SpecMetrics) -> dict:
     """The speculation counters of one utterance, in the TTS's own terms (a token is a
     frame; every drafted code is one step of the draft model)."""
     d = m.as_dict()
-    return {**d, "frames": m.tokens, "draft_steps": m.drafted,
-            "acceptance_per_position": d["accept_by_pos"]}
+    return {
+        **d,
+        "frames": m.tokens,
+        "draft_steps": m.drafted,
+        "acceptance_per_position": d["accept_by_pos"],
+    }

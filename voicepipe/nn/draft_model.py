@@ -294,8 +294,9 @@ def load(path: str | Path) -> tuple[EagleDraft, dict]:
     try:
         args = DraftArgs(**ck["args"])
         model = EagleDraft(args, ck["state"]["vocab"])
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                               for k, v in ck["state"].items()})
+        model.load_state_dict(
+            {k: v.float() if v.is_floating_point() else v for k, v in ck["state"].items()}
+        )
     except (KeyError, TypeError, RuntimeError) as e:
         raise DraftError(f"{path}: checkpoint does not match the draft model ({e}); {fix}") from e
     return model.eval(), ck.get("meta", {})

@@ -41,9 +41,11 @@ def _encodec_parts() -> tuple[types.ModuleType, types.ModuleType]:
         return sys.modules["encodec.modules"], sys.modules["encodec.quantization"]
     spec = importlib.util.find_spec("encodec")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the EnCodec backend needs the encodec package's model code: "
-                          "pip install --no-deps encodec==0.1.1 einops (never without "
-                          "--no-deps: it would pull torchaudio and a CUDA torch)")
+        raise ImportError(
+            "the EnCodec backend needs the encodec package's model code: "
+            "pip install --no-deps encodec==0.1.1 einops (never without "
+            "--no-deps: it would pull torchaudio and a CUDA torch)"
+        )
     stub = "encodec" not in sys.modules
     if stub:
         # A bare package object: Python finds the submodules via __path__ and never
@@ -75,8 +77,11 @@ class _EncodecNet(nn.Module):
             self.decoder = m.SEANetDecoder(channels=1, norm="weight_norm", causal=True)
         # kmeans_init=False gives uniform random codebooks (the pretrained ones overwrite them).
         self.quantizer = qt.ResidualVectorQuantizer(
-            dimension=self.encoder.dimension, n_q=N_Q_MAX, bins=BINS,
-            kmeans_init=not random_codebooks)
+            dimension=self.encoder.dimension,
+            n_q=N_Q_MAX,
+            bins=BINS,
+            kmeans_init=not random_codebooks,
+        )
         self.hop = int(np.prod(self.encoder.ratios))  # 320 samples
         self.frame_rate = math.ceil(SAMPLE_RATE / self.hop)  # 75
 
@@ -106,8 +111,10 @@ class EncodecCodec:
         """From a local EnCodec 24 kHz checkpoint (a state dict saved with torch.save)."""
         p = Path(path).expanduser()
         if not p.is_file():
-            raise FileNotFoundError(f"{p}: no EnCodec checkpoint there (need the 24 kHz "
-                                    "weights, e.g. encodec_24khz-d7cc33bc.th, as a local file)")
+            raise FileNotFoundError(
+                f"{p}: no EnCodec checkpoint there (need the 24 kHz "
+                "weights, e.g. encodec_24khz-d7cc33bc.th, as a local file)"
+            )
         try:
             state = torch.load(p, map_location="cpu", weights_only=True)
         except Exception as e:
@@ -148,8 +155,13 @@ class EncodecCodec:
     @torch.inference_mode()
     def encode(self, wave) -> torch.Tensor:
         """(N,) float wave at 24 kHz → (T, q) int64, T = ceil(N / 320)."""
-        w = torch.as_tensor(np.asarray(wave, dtype=np.float32) if not torch.is_tensor(wave)
-                            else wave).float().reshape(1, 1, -1)
+        w = (
+            torch.as_tensor(
+                np.asarray(wave, dtype=np.float32) if not torch.is_tensor(wave) else wave
+            )
+            .float()
+            .reshape(1, 1, -1)
+        )
         emb = self.net.encoder(w)  # (1, 128, T)
         codes = self.net.quantizer.vq.encode(emb, n_q=self.q)  # (q, 1, T)
         return codes[:, 0].transpose(0, 1).long().contiguous()
@@ -168,8 +180,9 @@ class EncodecCodec:
 
     def code_distance(self, a, b, level: int = 0) -> torch.Tensor:
         cb = self.codebooks[level]
-        return (cb[torch.as_tensor(a).long()] - cb[torch.as_tensor(b).long()]).square() \
-            .mean(-1).sqrt()
+        return (
+            (cb[torch.as_tensor(a).long()] - cb[torch.as_tensor(b).long()]).square().mean(-1).sqrt()
+        )
 
     def frame_distance(self, codes_a, codes_b) -> torch.Tensor:
         cb = self.codebooks

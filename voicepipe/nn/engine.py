@@ -288,8 +288,9 @@ def load_engine(
 
     if threads:
         torch.set_num_threads(threads)
-    spec = DrafterSpec.parse(drafter, is_eagle=is_eagle_draft, reply_store=reply_store,
-                             tunings=TUNINGS)
+    spec = DrafterSpec.parse(
+        drafter, is_eagle=is_eagle_draft, reply_store=reply_store, tunings=TUNINGS
+    )
     sp = sampling or SamplingParams()
     get = shared_model if cache else (lambda p, w, n: llama.load(p, w, max_len=n))
     m, load_s = get(gguf_path(model), weights, max_len)

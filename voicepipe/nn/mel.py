@@ -54,8 +54,11 @@ def mel_to_hz(m: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def mel_filterbank(
-    sr: int = SAMPLE_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS,
-    fmin: float = FMIN, fmax: float = FMAX,
+    sr: int = SAMPLE_RATE,
+    n_fft: int = N_FFT,
+    n_mels: int = N_MELS,
+    fmin: float = FMIN,
+    fmax: float = FMAX,
 ) -> np.ndarray:
     """(n_mels, n_fft // 2 + 1) float32 triangular filters, Slaney area normalisation."""
     fft_freqs = np.linspace(0.0, sr / 2, n_fft // 2 + 1)
@@ -98,8 +101,17 @@ def log_mel(wave: torch.Tensor) -> torch.Tensor:
     x = x.float()
     fb, win = _basis(x.device, x.dtype)
     x = torch.nn.functional.pad(x.unsqueeze(1), (PAD, PAD), mode="reflect").squeeze(1)
-    spec = torch.stft(x, N_FFT, hop_length=HOP, win_length=WIN, window=win, center=False,
-                      normalized=False, onesided=True, return_complex=True)  # (B, 513, T)
+    spec = torch.stft(
+        x,
+        N_FFT,
+        hop_length=HOP,
+        win_length=WIN,
+        window=win,
+        center=False,
+        normalized=False,
+        onesided=True,
+        return_complex=True,
+    )  # (B, 513, T)
     mag = torch.sqrt(spec.real.square() + spec.imag.square() + 1e-9)
     mel = torch.matmul(fb, mag)  # (B, 80, T)
     out = torch.log(torch.clamp(mel, min=LOG_FLOOR))

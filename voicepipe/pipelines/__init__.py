@@ -49,8 +49,14 @@ class SessionInfo:
     start_ns: int = field(default_factory=now_ns)  # session start on the shared clock
 
     @classmethod
-    def for_config(cls, cfg: Config, session_id: str = "local", input_sample_rate: int = 0,
-                   output_sample_rate: int = 0, pipeline: str = "") -> SessionInfo:
+    def for_config(
+        cls,
+        cfg: Config,
+        session_id: str = "local",
+        input_sample_rate: int = 0,
+        output_sample_rate: int = 0,
+        pipeline: str = "",
+    ) -> SessionInfo:
         """Convenience for tests and offline runs."""
         return cls(
             session_id=session_id,

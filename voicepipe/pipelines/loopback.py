@@ -34,18 +34,33 @@ class Echo(Stage):
         if isinstance(frame, AudioIn):
             if self.first_ns is None:
                 self.first_ns = frame.t_ns
-                await self.push(SpanFrame(turn_id=TURN, name="loopback.echo",
-                                          start_ns=frame.t_ns, end_ns=now_ns(),
-                                          attrs={"media_ms": frame.media_ns / 1e6}))
+                await self.push(
+                    SpanFrame(
+                        turn_id=TURN,
+                        name="loopback.echo",
+                        start_ns=frame.t_ns,
+                        end_ns=now_ns(),
+                        attrs={"media_ms": frame.media_ns / 1e6},
+                    )
+                )
             self.last_ns = frame.t_ns
             self.samples += len(frame.pcm)
-            await self.push(ReplyAudio(turn_id=max(TURN, frame.turn_id), pcm=frame.pcm,
-                                       sample_rate=frame.sample_rate))
+            await self.push(
+                ReplyAudio(
+                    turn_id=max(TURN, frame.turn_id), pcm=frame.pcm, sample_rate=frame.sample_rate
+                )
+            )
         elif isinstance(frame, InputEnd):
             if self.first_ns is not None:
-                await self.push(SpanFrame(turn_id=TURN, name="loopback.stream",
-                                          start_ns=self.first_ns, end_ns=self.last_ns,
-                                          attrs={"samples": self.samples}))
+                await self.push(
+                    SpanFrame(
+                        turn_id=TURN,
+                        name="loopback.stream",
+                        start_ns=self.first_ns,
+                        end_ns=self.last_ns,
+                        attrs={"samples": self.samples},
+                    )
+                )
             await self.push(ReplyEnd(turn_id=max(TURN, frame.turn_id)))
             await self.push(frame)
         else:

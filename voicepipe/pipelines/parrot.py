@@ -38,15 +38,21 @@ class Parrot(Stage):
             self.end_media_ns = frame.media_ns + len(frame.pcm) * 1_000_000_000 // self.rate
             self.end_wall_ns = frame.t_ns
         elif isinstance(frame, InputEnd):
-            await self.push(TranscriptFinal(turn_id=TURN, text="",
-                                            speech_end_media_ns=self.end_media_ns,
-                                            speech_end_wall_ns=self.end_wall_ns))
+            await self.push(
+                TranscriptFinal(
+                    turn_id=TURN,
+                    text="",
+                    speech_end_media_ns=self.end_media_ns,
+                    speech_end_wall_ns=self.end_wall_ns,
+                )
+            )
             if self.parts:
                 pcm = np.concatenate(self.parts)
                 step = max(1, round(CHUNK_S * self.rate))
                 for i in range(0, len(pcm), step):
-                    await self.push(ReplyAudio(turn_id=TURN, pcm=pcm[i:i + step],
-                                               sample_rate=self.rate))
+                    await self.push(
+                        ReplyAudio(turn_id=TURN, pcm=pcm[i : i + step], sample_rate=self.rate)
+                    )
             await self.push(ReplyEnd(turn_id=TURN))
             await self.push(frame)
         else:

@@ -42,8 +42,15 @@ SEND_BUFFER_BYTES = 128 * 1024  # ~0.7 s of 48 kHz PCM16 (the kernel doubles it)
 
 
 class Server:
-    def __init__(self, cfg: Config, *, pipeline: str | None = None, host: str | None = None,
-                 port: int | None = None, trace: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        *,
+        pipeline: str | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        trace: str | Path | None = None,
+    ) -> None:
         self.cfg = cfg
         self.pipeline_name = pipeline or cfg.server.pipeline
         pipelines.load(self.pipeline_name)  # fail fast on a bad name, before binding
@@ -54,11 +61,16 @@ class Server:
         self.sessions: set[Session] = set()  # every open connection, admitted or pending
         self.metrics = ServerMetrics()
         c = cfg.server
-        self.admission = Admission(Limits(
-            max_sessions=c.max_sessions, max_pending=c.max_pending,
-            max_pending_per_address=c.max_pending_per_address,
-            max_sessions_per_address=c.max_sessions_per_address,
-            hello_timeout_ns=round(c.hello_timeout_s * 1e9), retry_after_s=c.retry_after_s))
+        self.admission = Admission(
+            Limits(
+                max_sessions=c.max_sessions,
+                max_pending=c.max_pending,
+                max_pending_per_address=c.max_pending_per_address,
+                max_sessions_per_address=c.max_sessions_per_address,
+                hello_timeout_ns=round(c.hello_timeout_s * 1e9),
+                retry_after_s=c.retry_after_s,
+            )
+        )
         self.own_hosts: OwnHosts | None = None
         self._by_ticket: dict[int, Session] = {}
         self._reaper: asyncio.Task[None] | None = None
@@ -92,12 +104,16 @@ class Server:
         self.port = sock.getsockname()[1]
         self.own_hosts = OwnHosts(self.host, self.port)
         self._reaper = asyncio.create_task(self._expire_pending(), name="admission-reaper")
-        log.info("serving %s (pipeline %s, web root %s)", self.url, self.pipeline_name,
-                 self.web_root)
+        log.info(
+            "serving %s (pipeline %s, web root %s)", self.url, self.pipeline_name, self.web_root
+        )
         if not is_loopback(self.host) and not self.cfg.server.auth_token:
-            log.warning("listening on %s beyond loopback with no server.auth_token: anyone "
-                        "who can reach this port can open sessions (see docs/PROTOCOL.md, "
-                        "\"Origins and auth\")", self.host)
+            log.warning(
+                "listening on %s beyond loopback with no server.auth_token: anyone "
+                "who can reach this port can open sessions (see docs/PROTOCOL.md, "
+                '"Origins and auth")',
+                self.host,
+            )
 
     async def serve_forever(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -161,8 +177,7 @@ class Server:
         if host is None or self.own_hosts.owns(host):
             return True
         allowed = self.cfg.server.allowed_origins
-        return "*" in allowed or any(
-            urlsplit(a).netloc.lower() == host.lower() for a in allowed)
+        return "*" in allowed or any(urlsplit(a).netloc.lower() == host.lower() for a in allowed)
 
     def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
         assert self.own_hosts is not None
@@ -180,9 +195,13 @@ class Server:
             log.warning("refused HTTP request for host %r", host)
             return static.text_response(403, "unknown host\n")
         if request.path.split("?", 1)[0] == "/healthz":
-            body = json.dumps({"sessions": self.admission.sessions,
-                               "pending": self.admission.pending,
-                               "pipeline": self.pipeline_name})
+            body = json.dumps(
+                {
+                    "sessions": self.admission.sessions,
+                    "pending": self.admission.pending,
+                    "pipeline": self.pipeline_name,
+                }
+            )
             return static.response(200, body.encode(), "application/json")
         if request.path.split("?", 1)[0] == "/metrics":
             return static.response(200, self.metrics.render(), CONTENT_TYPE)

@@ -62,8 +62,9 @@ class ServerMetrics:
             self.preempt.labels(outcome)
         self.errors = Counter("voicepipe_errors", "Errors sent to clients", ["code"], registry=r)
         self.sessions = Counter("voicepipe_sessions", "Sessions accepted", registry=r)
-        self.closes = Counter("voicepipe_closes", "Connections closed, by close code",
-                              ["code"], registry=r)
+        self.closes = Counter(
+            "voicepipe_closes", "Connections closed, by close code", ["code"], registry=r
+        )
         self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
         self.trims = Counter(  # server/memory.py; `bench memory` reads RSS once it counts
             "voicepipe_memory_trims", "Free memory handed back after a session", registry=r
@@ -90,8 +91,15 @@ class ServerMetrics:
         elif isinstance(frame, ErrorFrame):
             self.errors.labels(frame.code).inc()
 
-    def playback(self, session: str, turn: int, counters: dict[str, float], done: bool,
-                 age_ms: float, frame_ms: float = 20.0) -> None:
+    def playback(
+        self,
+        session: str,
+        turn: int,
+        counters: dict[str, float],
+        done: bool,
+        age_ms: float,
+        frame_ms: float = 20.0,
+    ) -> None:
         """One client report. ``age_ms``: how long the session has existed. A session
         cannot have concealed (or stretched, …) more ms of audio than it has existed, nor
         had more underruns than frames in that time, so no client, however it lies, adds

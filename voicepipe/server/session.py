@@ -67,9 +67,14 @@ class Session:
         self.start_ns = now_ns()
         c = self.cfg.server
         # Hello first and once, message order, deadlines: core/session_rules.py.
-        self.rules = ServerRules(ServerLimits(
-            hello_timeout_ns=round(c.hello_timeout_s * 1e9),
-            idle_timeout_ns=round(c.idle_timeout_s * 1e9), token=c.auth_token), self.start_ns)
+        self.rules = ServerRules(
+            ServerLimits(
+                hello_timeout_ns=round(c.hello_timeout_s * 1e9),
+                idle_timeout_ns=round(c.idle_timeout_s * 1e9),
+                token=c.auth_token,
+            ),
+            self.start_ns,
+        )
         self._draining = False  # the server is shutting down: end once no reply is in flight
         self._open_turns: set[int] = set()  # turns with a final transcript or reply in flight
         self._input_ended = False  # the client sent "end": done + 1000 follow by themselves
@@ -120,8 +125,9 @@ class Session:
             log.exception("session %s failed", self.id)
             self._set_close(P.CLOSE_INTERNAL_ERROR, "pipeline error: internal error")
             with contextlib.suppress(Exception):
-                await self._send_msg(P.Error(code="internal_error", message=repr(e)[:300],
-                                             fatal=True))
+                await self._send_msg(
+                    P.Error(code="internal_error", message=repr(e)[:300], fatal=True)
+                )
         finally:
             if self.pipeline is not None:
                 await self.pipeline.stop(timeout=1.0)
@@ -166,23 +172,35 @@ class Session:
         if hello.sample_rate != cfg.audio.asr_sample_rate:
             # vr=True: the default engine emits in ~30 ms blocks (48 → 16 kHz), which would
             # hold back the VAD and endpointer by up to a block (see stages/output.py).
-            self._resampler = soxr.ResampleStream(hello.sample_rate, cfg.audio.asr_sample_rate, 1,
-                                                  dtype="float32", quality="HQ", vr=True)
+            self._resampler = soxr.ResampleStream(
+                hello.sample_rate,
+                cfg.audio.asr_sample_rate,
+                1,
+                dtype="float32",
+                quality="HQ",
+                vr=True,
+            )
         try:
             # Constructors may load models: keep that off the loop other sessions run on.
-            stages = await asyncio.to_thread(pipelines.build, self.server.pipeline_name, cfg,
-                                             self.info)
+            stages = await asyncio.to_thread(
+                pipelines.build, self.server.pipeline_name, cfg, self.info
+            )
         except Exception as e:
             log.exception("session %s: building pipeline failed", self.id)
             await self._send_msg(P.Error(code="stage_error", message=str(e)[:300], fatal=True))
             raise P.ProtocolError(str(e), P.CLOSE_INTERNAL_ERROR) from None
         self.pipeline = Pipeline(stages, self._sink)
-        await self._send_msg(P.HelloAck(
-            session_id=self.id, pipeline=self.server.pipeline_name,
-            input_sample_rate=hello.sample_rate, output_sample_rate=self.info.output_sample_rate,
-            frame_ms=cfg.audio.frame_ms, max_message_bytes=cfg.server.max_message_bytes,
-            idle_timeout_s=cfg.server.idle_timeout_s,
-        ))
+        await self._send_msg(
+            P.HelloAck(
+                session_id=self.id,
+                pipeline=self.server.pipeline_name,
+                input_sample_rate=hello.sample_rate,
+                output_sample_rate=self.info.output_sample_rate,
+                frame_ms=cfg.audio.frame_ms,
+                max_message_bytes=cfg.server.max_message_bytes,
+                idle_timeout_s=cfg.server.idle_timeout_s,
+            )
+        )
         await self.pipeline.start()
         recv = asyncio.create_task(self._recv_loop(), name=f"recv:{self.id}")
         ended = asyncio.create_task(self._ended.wait(), name=f"ended:{self.id}")
@@ -214,8 +232,9 @@ class Session:
         if refusal is not None:
             retry = self.cfg.server.retry_after_s
             text = f"{refusal.value}; retry in {retry:g} s"
-            await self._send_msg(P.Error(code="too_many_sessions", message=text, fatal=True,
-                                         retry_after_s=retry))
+            await self._send_msg(
+                P.Error(code="too_many_sessions", message=text, fatal=True, retry_after_s=retry)
+            )
             detail = text.removeprefix(P.CLOSE_REASONS[P.CLOSE_TOO_MANY_SESSIONS])
             raise P.ProtocolError(detail.lstrip(" ;"), P.CLOSE_TOO_MANY_SESSIONS)
         self.admitted = True
@@ -259,8 +278,9 @@ class Session:
 
     async def _flush_input(self) -> None:
         if self._resampler is not None:
-            await self._emit_audio(self._resampler.resample_chunk(np.zeros(0, np.float32),
-                                                                  last=True))
+            await self._emit_audio(
+                self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)
+            )
             self._resampler = None
 
     async def _emit_audio(self, pcm: np.ndarray) -> None:
@@ -270,8 +290,15 @@ class Session:
         asr_rate = self.info.asr_sample_rate
         media_ns = self._asr_origin_ns + self._asr_samples * 1_000_000_000 // asr_rate
         self._asr_samples += len(pcm)
-        await self.pipeline.put(AudioIn(turn_id=self._turn, pcm=pcm, sample_rate=asr_rate,
-                                        media_ns=media_ns, seq=self._in_seq))
+        await self.pipeline.put(
+            AudioIn(
+                turn_id=self._turn,
+                pcm=pcm,
+                sample_rate=asr_rate,
+                media_ns=media_ns,
+                seq=self._in_seq,
+            )
+        )
         self._in_seq += 1
 
     def _arrival_ns(self, media_ns: int) -> int | None:
@@ -284,16 +311,26 @@ class Session:
     async def _on_playback(self, msg: P.Playback) -> None:
         assert self.pipeline is not None
         report = self._playback(msg)
-        self.server.metrics.playback(self.id, msg.turn_id, msg.counters, msg.done,
-                                     age_ms=(now_ns() - self.start_ns) / 1e6,
-                                     frame_ms=self.cfg.audio.frame_ms)
+        self.server.metrics.playback(
+            self.id,
+            msg.turn_id,
+            msg.counters,
+            msg.done,
+            age_ms=(now_ns() - self.start_ns) / 1e6,
+            frame_ms=self.cfg.audio.frame_ms,
+        )
         speech_end = self._speech_end_ns.pop(msg.turn_id, None)
         if report.first_play_ns is not None and speech_end is not None:
             # The server's view of e2e.voice_to_voice: the speech-end sample's arrival →
             # the reply's first sample played, per the client's report (network one way
             # is not in it; the headless client measures the full span itself).
-            span = SpanFrame(turn_id=msg.turn_id, name=E2E_VOICE_TO_VOICE, start_ns=speech_end,
-                             end_ns=report.first_play_ns, attrs={"measured_by": "server"})
+            span = SpanFrame(
+                turn_id=msg.turn_id,
+                name=E2E_VOICE_TO_VOICE,
+                start_ns=speech_end,
+                end_ns=report.first_play_ns,
+                attrs={"measured_by": "server"},
+            )
             await self._sink(span)
         await self.pipeline.put(report)
 
@@ -302,9 +339,14 @@ class Session:
         if msg.first_play_ms is not None:
             # Client clock → ours: only the difference of its two readings is used.
             first = now_ns() - round((msg.now_ms - msg.first_play_ms) * 1e6)
-        return PlaybackReport(turn_id=msg.turn_id, reply_turn=msg.turn_id,
-                              played_samples=msg.played_samples, sample_rate=msg.sample_rate,
-                              first_play_ns=first, done=msg.done)
+        return PlaybackReport(
+            turn_id=msg.turn_id,
+            reply_turn=msg.turn_id,
+            played_samples=msg.played_samples,
+            sample_rate=msg.sample_rate,
+            first_play_ns=first,
+            done=msg.done,
+        )
 
     # ------------------------------------------------------------------ output
 
@@ -350,15 +392,28 @@ class Session:
         t = frame.turn_id
         self.server.metrics.observe(frame)
         if isinstance(frame, AudioOut):
-            await self._send(P.encode_audio(P.AudioFrame(
-                kind=P.KIND_AUDIO_OUT, seq=frame.seq, media_ts=frame.media_ts, pcm=frame.pcm,
-                turn_id=t, flags=P.FLAG_LAST if frame.last else 0)))
+            await self._send(
+                P.encode_audio(
+                    P.AudioFrame(
+                        kind=P.KIND_AUDIO_OUT,
+                        seq=frame.seq,
+                        media_ts=frame.media_ts,
+                        pcm=frame.pcm,
+                        turn_id=t,
+                        flags=P.FLAG_LAST if frame.last else 0,
+                    )
+                )
+            )
         elif isinstance(frame, ReplyStarted):
-            await self._send_msg(P.ReplyStart(turn_id=t, media_ts=frame.media_ts,
-                                              sample_rate=frame.sample_rate))
+            await self._send_msg(
+                P.ReplyStart(turn_id=t, media_ts=frame.media_ts, sample_rate=frame.sample_rate)
+            )
         elif isinstance(frame, ReplyFinished):
-            await self._send_msg(P.ReplyEndMsg(turn_id=t, text=frame.text, samples=frame.samples,
-                                               interrupted=frame.interrupted))
+            await self._send_msg(
+                P.ReplyEndMsg(
+                    turn_id=t, text=frame.text, samples=frame.samples, interrupted=frame.interrupted
+                )
+            )
         elif isinstance(frame, TextDelta):
             await self._send_msg(P.ReplyText(turn_id=t, delta=frame.text))
         elif isinstance(frame, TranscriptPartial):
@@ -367,22 +422,34 @@ class Session:
             arrived = self._arrival_ns(frame.speech_end_media_ns)
             if arrived is not None:
                 self._speech_end_ns[t] = arrived
-            await self._send_msg(P.Transcript(turn_id=t, text=frame.text, final=True,
-                                              speech_end_ms=frame.speech_end_media_ns / 1e6))
+            await self._send_msg(
+                P.Transcript(
+                    turn_id=t,
+                    text=frame.text,
+                    final=True,
+                    speech_end_ms=frame.speech_end_media_ns / 1e6,
+                )
+            )
         elif isinstance(frame, SpanFrame):
             self.server.tracer.add(frame, session=self.id)
-            await self._send_msg(P.Span(turn_id=t, name=frame.name,
-                                        start_ms=self._ms(frame.start_ns),
-                                        duration_ms=frame.duration_ms,
-                                        attrs=_json_attrs(frame.attrs)))
+            await self._send_msg(
+                P.Span(
+                    turn_id=t,
+                    name=frame.name,
+                    start_ms=self._ms(frame.start_ns),
+                    duration_ms=frame.duration_ms,
+                    attrs=_json_attrs(frame.attrs),
+                )
+            )
         elif isinstance(frame, MetricsFrame):
             values = {k: float(v) for k, v in frame.values.items()}
             await self._send_msg(P.Metrics(turn_id=t, source=frame.source, values=values))
         elif isinstance(frame, Interrupt):
             await self._send_msg(P.InterruptMsg(turn_id=t, reason=frame.reason))
         elif isinstance(frame, ErrorFrame):
-            await self._send_msg(P.Error(code=frame.code, message=frame.message[:500],
-                                         fatal=frame.fatal))
+            await self._send_msg(
+                P.Error(code=frame.code, message=frame.message[:500], fatal=frame.fatal)
+            )
             if frame.fatal:
                 self._set_close(P.CLOSE_INTERNAL_ERROR, f"pipeline error: {frame.code}")
                 self._ended.set()

@@ -33,17 +33,19 @@ def web_root(configured: str) -> Path:
     return Path(configured).expanduser().resolve() if configured else DEFAULT_WEB_ROOT
 
 
-def response(status: int, body: bytes, content_type: str,
-             extra: Sequence[tuple[str, str]] = ()
-             ) -> Response:
+def response(
+    status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = ()
+) -> Response:
     s = http.HTTPStatus(status)
-    headers = Headers([
-        ("Date", email.utils.formatdate(usegmt=True)),
-        ("Content-Length", str(len(body))),
-        ("Content-Type", content_type),
-        ("Cache-Control", "no-cache"),
-        *extra,
-    ])
+    headers = Headers(
+        [
+            ("Date", email.utils.formatdate(usegmt=True)),
+            ("Content-Length", str(len(body))),
+            ("Content-Type", content_type),
+            ("Cache-Control", "no-cache"),
+            *extra,
+        ]
+    )
     return Response(s.value, s.phrase, headers, body)
 
 
@@ -66,8 +68,10 @@ def static_file(root: Path, request_path: str) -> Response:
         return text_response(404, "not found\n")
     ctype = _TYPES.get(target.suffix) or mimetypes.guess_type(target.name)[0]
     # Cross-origin isolation lets the page use SharedArrayBuffer between AudioWorklets.
-    isolation = [("Cross-Origin-Opener-Policy", "same-origin"),
-                 ("Cross-Origin-Embedder-Policy", "require-corp")]
+    isolation = [
+        ("Cross-Origin-Opener-Policy", "same-origin"),
+        ("Cross-Origin-Embedder-Policy", "require-corp"),
+    ]
     return response(200, target.read_bytes(), ctype or "application/octet-stream", isolation)
 
 

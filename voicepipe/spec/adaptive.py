@@ -75,8 +75,9 @@ class AdaptiveK:
         self.ema = self.ema_start
 
     @classmethod
-    def for_text(cls, k: int, *, k_max: int = 8, adaptive: bool = True,
-                 verify_cost: float = 1.5) -> AdaptiveK:
+    def for_text(
+        cls, k: int, *, k_max: int = 8, adaptive: bool = True, verify_cost: float = 1.5
+    ) -> AdaptiveK:
         """LLM drafts: verifying K+1 positions costs about ``verify_cost`` one-token
         decodes (memory-bound: the weights are read once), so a step pays when it
         accepts more than ``verify_cost - 1`` drafts; any rejection shrinks K."""
@@ -87,9 +88,19 @@ class AdaptiveK:
         """Codec-LM drafts under tolerance rules: K shrinks only when fewer than half
         pass; a share of accepted drafts averaging under 0.25 pauses for 12 frames,
         then probing resumes at K = 2."""
-        return cls(k, k_max=k_max, adaptive=adaptive, shrink_below=0.5, measure="share",
-                   ema_keep=0.8, ema_start=0.6, pause_below=0.25, cooldown=12,
-                   ema_after_pause=0.35, resume_k=2)
+        return cls(
+            k,
+            k_max=k_max,
+            adaptive=adaptive,
+            shrink_below=0.5,
+            measure="share",
+            ema_keep=0.8,
+            ema_start=0.6,
+            pause_below=0.25,
+            cooldown=12,
+            ema_after_pause=0.35,
+            resume_k=2,
+        )
 
     def next_k(self) -> int:
         if self.off_steps > 0:

@@ -76,8 +76,14 @@ class DrafterSpec:
         return 1.0 if self.kind in ("ngram", "eagle") or self.lookup else 1.5
 
     @classmethod
-    def parse(cls, text: str, *, is_eagle: Callable[[str], bool], reply_store: bool = True,
-              tunings: Tunings | None = None) -> DrafterSpec:
+    def parse(
+        cls,
+        text: str,
+        *,
+        is_eagle: Callable[[str], bool],
+        reply_store: bool = True,
+        tunings: Tunings | None = None,
+    ) -> DrafterSpec:
         """``is_eagle(name)``: whether a name is an EAGLE draft (else a GGUF model)."""
         t = tunings or Tunings()
         raw = text.strip()
@@ -90,7 +96,8 @@ class DrafterSpec:
         if lookup and (name in NONE or name == "ngram"):
             raise ValueError(f"drafter {text!r}: name a draft model after {HYBRID!r}")
         if not name or "+" in name:
-            raise ValueError(f"drafter {text!r}: expected none, ngram, a draft's name, "
-                             f"or {HYBRID}<draft>")
+            raise ValueError(
+                f"drafter {text!r}: expected none, ngram, a draft's name, or {HYBRID}<draft>"
+            )
         kind: Kind = "eagle" if is_eagle(name) else "model"
         return cls(raw, kind, name, lookup, lookup and kind == "eagle" and reply_store, t)

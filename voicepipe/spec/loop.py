@@ -75,8 +75,9 @@ class SpeculativeDecoder:
             return self.controller()
         if self.draft_cost > 0 and self.adaptive:
             return CostAwareK(self.draft_cost, k_max=self.k_max)
-        return AdaptiveK.for_text(self.k_init, k_max=self.k_max, adaptive=self.adaptive,
-                                  verify_cost=self.verify_cost)
+        return AdaptiveK.for_text(
+            self.k_init, k_max=self.k_max, adaptive=self.adaptive, verify_cost=self.verify_cost
+        )
 
     def generate(
         self,

@@ -65,8 +65,16 @@ class SpecMetrics:
         ]
 
     def merge(self, o: SpecMetrics) -> None:
-        counts = ("drafts", "drafted", "accepted", "steps", "target_passes", "tokens", "siblings",
-                  "sibling_hits")
+        counts = (
+            "drafts",
+            "drafted",
+            "accepted",
+            "steps",
+            "target_passes",
+            "tokens",
+            "siblings",
+            "sibling_hits",
+        )
         for name in counts:
             setattr(self, name, getattr(self, name) + getattr(o, name))
         for name in ("time_propose_ns", "time_score_ns", "time_verify_ns"):

@@ -36,8 +36,9 @@ class Rule(Protocol):
     @property
     def name(self) -> str: ...
 
-    def verify(self, drafts: list[int], p: np.ndarray | None, scores: Scores,
-               rng: np.random.Generator) -> accept.Accept:
+    def verify(
+        self, drafts: list[int], p: np.ndarray | None, scores: Scores, rng: np.random.Generator
+    ) -> accept.Accept:
         """Keep a prefix of ``drafts`` (draft distributions ``p``, or None for a
         deterministic drafter) against the target's K+1 rows; the next token."""
         ...
@@ -53,8 +54,9 @@ def _soft(sp: SamplingParams) -> SamplingParams:
 class Greedy:
     name: str = field(default="greedy", init=False)
 
-    def verify(self, drafts: list[int], p: np.ndarray | None, scores: Scores,
-               rng: np.random.Generator) -> accept.Accept:
+    def verify(
+        self, drafts: list[int], p: np.ndarray | None, scores: Scores, rng: np.random.Generator
+    ) -> accept.Accept:
         return accept.greedy(np.asarray(drafts, dtype=np.int64), scores.logits, scores.best)
 
 
@@ -64,8 +66,9 @@ class Relaxed:
     sampling: SamplingParams = SamplingParams()
     name: str = field(default="relaxed", init=False)
 
-    def verify(self, drafts: list[int], p: np.ndarray | None, scores: Scores,
-               rng: np.random.Generator) -> accept.Accept:
+    def verify(
+        self, drafts: list[int], p: np.ndarray | None, scores: Scores, rng: np.random.Generator
+    ) -> accept.Accept:
         d = np.asarray(drafts, dtype=np.int64)
         if self.sampling.greedy:
             return accept.greedy(d, scores.logits, scores.best)
@@ -94,8 +97,9 @@ class TopK:
         if self.k < 1:
             raise ValueError("top-k tolerance needs k >= 1")
 
-    def verify(self, drafts: list[int], p: np.ndarray | None, scores: Scores,
-               rng: np.random.Generator) -> accept.Accept:
+    def verify(
+        self, drafts: list[int], p: np.ndarray | None, scores: Scores, rng: np.random.Generator
+    ) -> accept.Accept:
         q = probs(scores.logits, _soft(self.sampling))
         u = None if self.sampling.greedy else float(rng.random())
         return accept.top_k(np.asarray(drafts, dtype=np.int64), q, self.k, u)
@@ -108,8 +112,9 @@ class Acoustic:
     sampling: SamplingParams = SamplingParams()
     name: str = field(default="acoustic", init=False)
 
-    def verify(self, drafts: list[int], p: np.ndarray | None, scores: Scores,
-               rng: np.random.Generator) -> accept.Accept:
+    def verify(
+        self, drafts: list[int], p: np.ndarray | None, scores: Scores, rng: np.random.Generator
+    ) -> accept.Accept:
         d = np.asarray(drafts, dtype=np.int64)
         q = probs(scores.logits, _soft(self.sampling))
         u = None if self.sampling.greedy else rng.random(len(d) + 1)
@@ -121,9 +126,14 @@ def for_sampling(sampling: SamplingParams) -> Rule:
     return Greedy() if sampling.greedy else Exact(sampling=sampling)
 
 
-def from_config(name: str, *, beta: float = 0.0, top_k: int = 3,
-                sampling: SamplingParams | None = None,
-                distance: accept.Distance | None = None) -> Rule:
+def from_config(
+    name: str,
+    *,
+    beta: float = 0.0,
+    top_k: int = 3,
+    sampling: SamplingParams | None = None,
+    distance: accept.Distance | None = None,
+) -> Rule:
     """A rule by its config name ([tts] rule, beta, top_k, temperature)."""
     sampling = sampling or SamplingParams()
     if name == "greedy":

@@ -126,8 +126,10 @@ class OutputStage(Stage):
                 await self._begin(frame.turn_id)
             self._pending = np.concatenate([self._pending, self._resample(frame)])
             while len(self._pending) >= self.frame_len:
-                chunk, self._pending = (self._pending[: self.frame_len],
-                                        self._pending[self.frame_len:])
+                chunk, self._pending = (
+                    self._pending[: self.frame_len],
+                    self._pending[self.frame_len :],
+                )
                 await self._send(chunk, last=False)
         elif isinstance(frame, ReplyEnd):
             if self.reply_turn == frame.turn_id:
@@ -191,8 +193,14 @@ class OutputStage(Stage):
         if self._cut_pending():
             # The Interrupt is queued but not handled yet: not one more frame.
             raise asyncio.CancelledError
-        out = AudioOut(turn_id=self.reply_turn, pcm=pcm16_from_float(pcm), sample_rate=self.rate,
-                       seq=self.seq, media_ts=ts, last=last)
+        out = AudioOut(
+            turn_id=self.reply_turn,
+            pcm=pcm16_from_float(pcm),
+            sample_rate=self.rate,
+            seq=self.seq,
+            media_ts=ts,
+            last=last,
+        )
         await self.push(out)
         self.seq = (self.seq + 1) % (1 << 32)
         self.pacer.advance(len(pcm))
@@ -212,16 +220,21 @@ class OutputStage(Stage):
             tail = self._stream.resample_chunk(np.zeros(0, np.float32), last=True)
             self._pending = np.concatenate([self._pending, tail])
         while len(self._pending) > self.frame_len:
-            chunk, self._pending = self._pending[: self.frame_len], self._pending[self.frame_len:]
+            chunk, self._pending = self._pending[: self.frame_len], self._pending[self.frame_len :]
             await self._send(chunk, last=False)
         await self._send(self._pending, last=True)  # may be shorter than a frame, even empty
         sent = self.sent
         self._reset()
-        await self.push(ReplyFinished(turn_id=turn, text=text, samples=sent,
-                                      interrupted=interrupted))
-        await self.push(MetricsFrame(turn_id=turn, source="output",
-                                     values={"reply_samples": sent,
-                                             "late_frames": self.late_frames}))
+        await self.push(
+            ReplyFinished(turn_id=turn, text=text, samples=sent, interrupted=interrupted)
+        )
+        await self.push(
+            MetricsFrame(
+                turn_id=turn,
+                source="output",
+                values={"reply_samples": sent, "late_frames": self.late_frames},
+            )
+        )
 
     def _reset(self) -> None:
         self.reply_turn = None

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def kmeans_pp_init(x: torch.Tensor, k: int, gen: torch.Generator,
-                   max_points: int = 16384) -> torch.Tensor:
+def kmeans_pp_init(
+    x: torch.Tensor, k: int, gen: torch.Generator, max_points: int = 16384
+) -> torch.Tensor:
     """k-means++ seeding on x (N, D) → (k, D); D² sampling keeps seeds spread out.
 
     Seeds are drawn from a random subset of at most ``max_points`` rows: the k
@@ -51,8 +52,9 @@ def kmeans_pp_init(x: torch.Tensor, k: int, gen: torch.Generator,
     return torch.stack(centres)
 
 
-def assign(x: torch.Tensor, c: torch.Tensor,
-           block: int = 16384) -> tuple[torch.Tensor, torch.Tensor]:
+def assign(
+    x: torch.Tensor, c: torch.Tensor, block: int = 16384
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Nearest centre per row: (N,) indices and (N,) squared distances."""
     import torch  # lazy: `voicepipe --help` must not pay for torch
 
@@ -82,8 +84,12 @@ def kmeans(x: torch.Tensor, k: int, iters: int, gen: torch.Generator) -> torch.T
             # Re-seed empty clusters on the points that are currently worst represented.
             worst = dist.topk(int(empty.sum())).indices
             c[empty] = x[worst]
-        log.info("  iter %d: mse/dim %.4f, empty %d", it, float(dist.mean()) / x.shape[1],
-                 int(empty.sum()))
+        log.info(
+            "  iter %d: mse/dim %.4f, empty %d",
+            it,
+            float(dist.mean()) / x.shape[1],
+            int(empty.sum()),
+        )
     return c
 
 
@@ -100,13 +106,18 @@ def train_rvq(x: torch.Tensor, levels: int, k: int, iters: int, seed: int) -> to
         idx, dist = assign(r, c)
         r = r - c[idx]
         books.append(c)
-        log.info("level %d: residual rms %.4f (%.1f s)", lvl, float(dist.mean() / x.shape[1])
-                 ** 0.5, time.perf_counter() - t0)
+        log.info(
+            "level %d: residual rms %.4f (%.1f s)",
+            lvl,
+            float(dist.mean() / x.shape[1]) ** 0.5,
+            time.perf_counter() - t0,
+        )
     return torch.stack(books)
 
 
-def load_steps(root: Path, split: str, minutes: float,
-               seed: int) -> tuple[torch.Tensor, list[dict]]:
+def load_steps(
+    root: Path, split: str, minutes: float, seed: int
+) -> tuple[torch.Tensor, list[dict]]:
     """Stacked mel steps (N, 320) of a seeded selection of one split, up to ``minutes``.
 
     Cached under $VOICEPIPE_HOME/runs/codec/ (keyed by data dir, split, minutes, seed,
@@ -156,8 +167,10 @@ def _handler(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     root = Path(args.data) if args.data else data_dir()
     if not (root / "manifest.jsonl").exists():
-        print(f"train codec: no teacher data at {root}/manifest.jsonl; generate it with "
-              "'voicepipe train tts-data' (or pass --data DIR)")
+        print(
+            f"train codec: no teacher data at {root}/manifest.jsonl; generate it with "
+            "'voicepipe train tts-data' (or pass --data DIR)"
+        )
         return 1
     t0 = time.perf_counter()
     x, used = load_steps(root, "train", args.minutes, args.seed)
@@ -165,8 +178,13 @@ def _handler(args: argparse.Namespace) -> int:
         print(f"train codec: only {x.shape[0]} steps of training audio; need ≥ {args.size * 4}")
         return 1
     minutes = x.shape[0] * 1024 / 22050 / 60
-    log.info("%d train utterances, %.1f min, %d steps (%.1f s)", len(used), minutes,
-             x.shape[0], time.perf_counter() - t0)
+    log.info(
+        "%d train utterances, %.1f min, %d steps (%.1f s)",
+        len(used),
+        minutes,
+        x.shape[0],
+        time.perf_counter() - t0,
+    )
     books = train_rvq(x, args.levels, args.size, args.iters, args.seed)
     train_s = time.perf_counter() - t0
     # Held-out reconstruction error per Q, with the fp16 codebooks that are committed.
@@ -181,14 +199,16 @@ def _handler(args: argparse.Namespace) -> int:
             err[q + 1] = round(float((hx - rec).square().mean().sqrt()), 4)
     meta = {
         "trained_on": f"{len(used)} train utterances of {root.name} ({minutes:.1f} min)",
-        "levels": args.levels, "codebook_size": args.size, "iters": args.iters,
-        "seed": args.seed, "train_seconds": round(train_s, 1),
+        "levels": args.levels,
+        "codebook_size": args.size,
+        "iters": args.iters,
+        "seed": args.seed,
+        "train_seconds": round(train_s, 1),
         "heldout_rms_by_q": json.dumps(err),
     }
     codec = MelVQCodec(books, meta=meta)
     out = codec.save(args.out)
-    summary = {**meta, "heldout_rms_by_q": err, "heldout_utterances": len(held),
-               "out": str(out)}
+    summary = {**meta, "heldout_rms_by_q": err, "heldout_utterances": len(held), "out": str(out)}
     print(json.dumps(summary, indent=1))
     return 0
 
@@ -203,8 +223,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "fp16 codebooks (all levels) and prints held-out reconstruction RMS per Q."
         ),
     )
-    p.add_argument("--data", default="", help="teacher data dir with manifest.jsonl "
-                   "(default $VOICEPIPE_HOME/data/tts)")
+    p.add_argument(
+        "--data",
+        default="",
+        help="teacher data dir with manifest.jsonl (default $VOICEPIPE_HOME/data/tts)",
+    )
     p.add_argument("--out", default="models/melvq-hibari", help="output dir or .pt file")
     p.add_argument("--minutes", type=float, default=45.0, help="train audio to use (default 45)")
     p.add_argument("--levels", type=int, default=8, help="RVQ levels (default 8)")

@@ -32,8 +32,9 @@ def runs_dir() -> Path:
     return registry.home() / "runs" / "tts"
 
 
-def load_utterances(root: Path, n_q: int, split: str = "train",
-                    need_codes: bool = True) -> list[dict]:
+def load_utterances(
+    root: Path, n_q: int, split: str = "train", need_codes: bool = True
+) -> list[dict]:
     """Manifest rows of one split with codes (T, n_q) and frame alignment attached.
 
     need_codes False (duration predictor): rows without codes get a dummy (T, n_q)
@@ -55,8 +56,16 @@ def load_utterances(root: Path, n_q: int, split: str = "train",
         else:
             codes = np.zeros((n_frames_for(row["durations"]), n_q), np.int64)
         al = align(row["durations"], n_frames=codes.shape[0])
-        out.append({"id": row["id"], "text": row["text"], "phon": np.asarray(row["phonemes"]),
-                    "dur": np.asarray(row["durations"]), "codes": codes, "al": al})
+        out.append(
+            {
+                "id": row["id"],
+                "text": row["text"],
+                "phon": np.asarray(row["phonemes"]),
+                "dur": np.asarray(row["durations"]),
+                "codes": codes,
+                "al": al,
+            }
+        )
     return out
 
 
@@ -141,15 +150,27 @@ def train(args: argparse.Namespace) -> int:
     if what == "duration":
         models = {"duration": DurationPredictor(DurArgs(n_phon=n_phon))}
     else:
-        target = CodecLM(ModelArgs(n_phon=n_phon, n_q=args.n_q, dim=args.dim,
-                                   n_layers=args.layers, n_heads=args.heads))
-        draft = CodecLM(ModelArgs(n_phon=n_phon, n_q=1, dim=args.draft_dim,
-                                  n_layers=args.draft_layers, n_heads=args.draft_heads))
+        target = CodecLM(
+            ModelArgs(
+                n_phon=n_phon, n_q=args.n_q, dim=args.dim, n_layers=args.layers, n_heads=args.heads
+            )
+        )
+        draft = CodecLM(
+            ModelArgs(
+                n_phon=n_phon,
+                n_q=1,
+                dim=args.draft_dim,
+                n_layers=args.draft_layers,
+                n_heads=args.draft_heads,
+            )
+        )
         init_weights(target)
         init_weights(draft)
         models = {"target": target, "draft": draft}
-    opts = {k: torch.optim.AdamW(m.parameters(), lr=args.lr, betas=(0.9, 0.98),
-                                 weight_decay=0.01) for k, m in models.items()}
+    opts = {
+        k: torch.optim.AdamW(m.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
+        for k, m in models.items()
+    }
     step, elapsed = 0, 0.0
     latest = run / "latest.pt"
     if latest.exists():
@@ -160,8 +181,13 @@ def train(args: argparse.Namespace) -> int:
         step, elapsed = ck["step"], ck["elapsed"]
         log.info("resumed %s at step %d (%.0f s)", latest, step, elapsed)
     for k, m in models.items():
-        log.info("%s: %s", k, describe(m) if isinstance(m, CodecLM) else
-                 f"{sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params")
+        log.info(
+            "%s: %s",
+            k,
+            describe(m)
+            if isinstance(m, CodecLM)
+            else f"{sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params",
+        )
 
     utts = load_utterances(root, args.n_q, need_codes=what != "duration")
     for extra in (Path(d) for d in args.more_data.split(",") if d):
@@ -171,16 +197,25 @@ def train(args: argparse.Namespace) -> int:
         log.info("%s: %d more training utterances", extra, len(more))
         utts += more
     if not utts:
-        raise SystemExit(f"no training utterances with codes under {root}; run "
-                         "`voicepipe train tts-data --codes` first")
-    log.info("%d training utterances, %.1f min of audio", len(utts),
-             sum(u["codes"].shape[0] for u in utts) * 1024 / 22050 / 60)
+        raise SystemExit(
+            f"no training utterances with codes under {root}; run "
+            "`voicepipe train tts-data --codes` first"
+        )
+    log.info(
+        "%d training utterances, %.1f min of audio",
+        len(utts),
+        sum(u["codes"].shape[0] for u in utts) * 1024 / 22050 / 60,
+    )
 
     def save(path: Path) -> None:
-        ck = {"models": {k: m.state_dict() for k, m in models.items()},
-              "opts": {k: o.state_dict() for k, o in opts.items()},
-              "args": {k: m.args.to_dict() for k, m in models.items()},
-              "step": step, "elapsed": elapsed, "what": what}
+        ck = {
+            "models": {k: m.state_dict() for k, m in models.items()},
+            "opts": {k: o.state_dict() for k, o in opts.items()},
+            "args": {k: m.args.to_dict() for k, m in models.items()},
+            "step": step,
+            "elapsed": elapsed,
+            "what": what,
+        }
         tmp = path.with_suffix(".tmp")
         torch.save(ck, tmp)
         tmp.replace(path)
@@ -198,8 +233,13 @@ def train(args: argparse.Namespace) -> int:
             phon, dur, pmask, codes, mask, al = collate(utts, bidx)
             elapsed = time.perf_counter() - t_start
             lr = _lr(elapsed, budget, args.lr)
-            rec = {"step": step, "elapsed_s": round(elapsed, 1), "lr": lr,
-                   "frames": int(mask.sum()), "phonemes": int(pmask.sum())}
+            rec = {
+                "step": step,
+                "elapsed_s": round(elapsed, 1),
+                "lr": lr,
+                "frames": int(mask.sum()),
+                "phonemes": int(pmask.sum()),
+            }
             for k, m in models.items():
                 for g in opts[k].param_groups:
                     g["lr"] = lr

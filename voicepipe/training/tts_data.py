@@ -68,19 +68,34 @@ def generate(root: Path, n_train: int, n_heldout: int, seed: int, limit: int | N
             # Seed per utterance so a resumed run writes the same audio as an uninterrupted one.
             utt = teacher.synthesize(text, seed=int(uid[2:]) + (0 if split == "train" else 10**6))
             if utt.n_samples == 0 or sum(utt.durations) * SAMPLES_PER_UNIT != utt.n_samples:
-                log.warning("skipping %s: %d samples vs durations %d", uid, utt.n_samples,
-                            sum(utt.durations) * SAMPLES_PER_UNIT)
+                log.warning(
+                    "skipping %s: %d samples vs durations %d",
+                    uid,
+                    utt.n_samples,
+                    sum(utt.durations) * SAMPLES_PER_UNIT,
+                )
                 continue
             write_wav(root / "wav" / f"{uid}.wav", resample(utt.wave, 24000, WAV_RATE), WAV_RATE)
-            row = {"id": uid, "text": text, "split": split, "wav": f"wav/{uid}.wav",
-                   "phonemes": utt.ids, "durations": utt.durations, "n_samples_24k": utt.n_samples}
+            row = {
+                "id": uid,
+                "text": text,
+                "split": split,
+                "wav": f"wav/{uid}.wav",
+                "phonemes": utt.ids,
+                "durations": utt.durations,
+                "n_samples_24k": utt.n_samples,
+            }
             mf.write(json.dumps(row) + "\n")
             mf.flush()
             added += 1
             audio_s += utt.n_samples / 24000
             if added % 200 == 0:
-                log.info("%d utterances, %.0f s audio, %.0f s wall", added, audio_s,
-                         time.perf_counter() - t0)
+                log.info(
+                    "%d utterances, %.0f s audio, %.0f s wall",
+                    added,
+                    audio_s,
+                    time.perf_counter() - t0,
+                )
     return added
 
 
@@ -139,7 +154,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, help="add at most N utterances this run")
     p.add_argument("--codes", action="store_true", help="also encode WAVs to codec codes")
     p.add_argument("--codes-only", action="store_true", help="only encode WAVs to codec codes")
-    p.add_argument("--codec-model", default="melvq-hibari",
-                   help="codec model (default melvq-hibari)")
+    p.add_argument(
+        "--codec-model", default="melvq-hibari", help="codec model (default melvq-hibari)"
+    )
     p.add_argument("--force", action="store_true", help="re-encode codes that already exist")
     p.set_defaults(func=_handler)

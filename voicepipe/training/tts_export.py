@@ -33,12 +33,16 @@ def loss_plot(runs: list[Path], path: Path) -> None:
             xs = [r["elapsed_s"] / 60 for r in recs if k in r]
             ys = [r[k] for r in recs if k in r]
             w = max(1, len(ys) // 100)  # moving average so the trend is readable
-            sm = [sum(ys[max(0, i - w) : i + 1]) / len(ys[max(0, i - w) : i + 1])
-                  for i in range(len(ys))]
+            sm = [
+                sum(ys[max(0, i - w) : i + 1]) / len(ys[max(0, i - w) : i + 1])
+                for i in range(len(ys))
+            ]
             ax.plot(xs, sm, label=k)
-        ax.set(xlabel="wall-clock minutes (2 shared CPU cores)",
-               ylabel="train loss (LM: cross-entropy, nats; duration: MSE of log(1+units))",
-               title=f"{run.name}: {len(recs)} steps")
+        ax.set(
+            xlabel="wall-clock minutes (2 shared CPU cores)",
+            ylabel="train loss (LM: cross-entropy, nats; duration: MSE of log(1+units))",
+            title=f"{run.name}: {len(recs)} steps",
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -51,32 +55,55 @@ def export(lm_ckpt: Path, dur_ckpt: Path, name: str, description: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     lm = torch.load(lm_ckpt, map_location="cpu", weights_only=False)
     du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
-    parts = {"target": lm["models"]["target"], "draft": lm["models"]["draft"],
-             "duration": du["models"]["duration"]}
+    parts = {
+        "target": lm["models"]["target"],
+        "draft": lm["models"]["draft"],
+        "duration": du["models"]["duration"],
+    }
     for k, state in parts.items():
         torch.save(_fp16(state), out / f"{k}.pt")
-    cfg = {"target": lm["args"]["target"], "draft": lm["args"]["draft"],
-           "duration": du["args"]["duration"],
-           "provenance": {"lm_step": lm["step"], "lm_minutes": round(lm["elapsed"] / 60, 1),
-                          "duration_step": du["step"], "lm_ckpt": lm_ckpt.name}}
+    cfg = {
+        "target": lm["args"]["target"],
+        "draft": lm["args"]["draft"],
+        "duration": du["args"]["duration"],
+        "provenance": {
+            "lm_step": lm["step"],
+            "lm_minutes": round(lm["elapsed"] / 60, 1),
+            "duration_step": du["step"],
+            "lm_ckpt": lm_ckpt.name,
+        },
+    }
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
     loss_plot([lm_ckpt.parent, dur_ckpt.parent], out / "loss.png")
     files = ["target.pt", "draft.pt", "duration.pt", "config.json"]
-    lines = [f'name = "{name}"', 'role = "tts"', "default = true", 'license = "Apache-2.0"',
-             f"description = {json.dumps(description)}", 'card = "models/' + name + '/README.md"',
-             ""]
+    lines = [
+        f'name = "{name}"',
+        'role = "tts"',
+        "default = true",
+        'license = "Apache-2.0"',
+        f"description = {json.dumps(description)}",
+        'card = "models/' + name + '/README.md"',
+        "",
+    ]
     for f in files:
-        lines += ["[[files]]", f'dest = "{f}"', f'sha256 = "{sha256_file(out / f)}"',
-                  f'parts = [{{ repo_path = "models/{name}/{f}" }}]', ""]
+        lines += [
+            "[[files]]",
+            f'dest = "{f}"',
+            f'sha256 = "{sha256_file(out / f)}"',
+            f'parts = [{{ repo_path = "models/{name}/{f}" }}]',
+            "",
+        ]
     manifest = REPO_ROOT / "models" / f"{name}.toml"
     manifest.write_text("\n".join(lines))
     return manifest
 
 
 def _handler(args: argparse.Namespace) -> int:
-    desc = ("voicepipe codec LM TTS trained on hibari (heart voice) speech: target codec LM, "
-            "small draft for speculative decoding, duration predictor. Predicts MelVQ "
-            "(melvq-hibari) codes; see models/codec-lm-hibari/README.md.")
+    desc = (
+        "voicepipe codec LM TTS trained on hibari (heart voice) speech: target codec LM, "
+        "small draft for speculative decoding, duration predictor. Predicts MelVQ "
+        "(melvq-hibari) codes; see models/codec-lm-hibari/README.md."
+    )
     m = export(Path(args.lm), Path(args.duration), args.name, desc)
     print(f"tts-export: wrote {m} and models/{args.name}/")
     return 0

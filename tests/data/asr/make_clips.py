@@ -86,8 +86,7 @@ def main() -> None:
     voiced = speech[int(LEAD_S * SR) : -int(TRAIL_S * SR)]
     gain = np.sqrt(np.mean(voiced**2)) / 10 ** (NOISE_SNR_DB / 20)
     write_wav(HERE / "noisy.wav", speech + gain * noise, SR)
-    clips.append({"file": "noisy.wav", "kind": "noisy", "finals": [NOISY],
-                  "snr_db": NOISE_SNR_DB})
+    clips.append({"file": "noisy.wav", "kind": "noisy", "finals": [NOISY], "snr_db": NOISE_SNR_DB})
 
     # A faint noise floor rather than digital zeros: real "silence" from a mic.
     write_wav(HERE / "silence.wav", 10 ** (-60 / 20) * pink_noise(3 * SR, rng), SR)
@@ -98,8 +97,7 @@ def main() -> None:
     write_wav(HERE / "noise.wav", 10 ** (-26 / 20) * noise_only, SR)
     clips.append({"file": "noise.wav", "kind": "noise", "finals": []})
 
-    manifest = {"sample_rate": SR, "voice": tts.voice, "generator": "make_clips.py",
-                "clips": clips}
+    manifest = {"sample_rate": SR, "voice": tts.voice, "generator": "make_clips.py", "clips": clips}
     (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     total = sum(len(c["finals"]) for c in clips)
     print(f"wrote {len(clips)} clips ({total} utterances) to {HERE}")
