@@ -10,13 +10,13 @@ cannot lock honest users out:
   when the address is at its own cap, else of anyone) is evicted to make room.
   An honest client says hello within milliseconds of connecting, so it is never
   the oldest for long, while an idle socket is evicted by the next arrival;
-- a pending connection that has not said hello by its deadline is expired;
 - ``too many sessions`` is answered only when the real sessions are full, and
   it carries a retry hint.
 
 The caller (the server's asyncio shell) owns the sockets: it reports events
-here with the current time and carries out what comes back (close the evicted
-or expired connections). Nothing here reads a clock or touches a socket.
+here and carries out what comes back (close the evicted connections). The
+hello deadline itself is a session rule (``core/session_rules.py``). Nothing
+here reads a clock or touches a socket.
 """
 
 from __future__ import annotations
@@ -33,14 +33,12 @@ class Limits:
     max_pending: int = 64  # connections waiting for their hello, all addresses
     max_pending_per_address: int = 16
     max_sessions_per_address: int = 0  # 0: only max_sessions bounds one address
-    hello_timeout_ns: int = 5_000_000_000
-    retry_after_s: float = 5.0  # the hint given with "too many sessions"
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1 or self.max_pending < 1 or self.max_pending_per_address < 1:
             raise ValueError("admission limits must be >= 1")
-        if self.max_sessions_per_address < 0 or self.hello_timeout_ns <= 0:
-            raise ValueError("max_sessions_per_address must be >= 0, the hello timeout > 0")
+        if self.max_sessions_per_address < 0:
+            raise ValueError("max_sessions_per_address must be >= 0")
 
 
 class Refusal(Enum):
@@ -54,7 +52,6 @@ class Ticket:
 
     id: int
     address: str
-    opened_ns: int
     session: bool = False  # promoted: its hello was accepted
     closed: bool = False
 
@@ -81,7 +78,7 @@ class Admission:
 
     # ------------------------------------------------------------------ events
 
-    def connect(self, address: str, now_ns: int) -> tuple[Ticket, list[Ticket]]:
+    def connect(self, address: str) -> tuple[Ticket, list[Ticket]]:
         """A connection completed its handshake. Returns its ticket and the pending
         tickets evicted to make room (the caller closes those)."""
         evicted = []
@@ -89,7 +86,7 @@ class Admission:
             evicted.append(self._evict_oldest(address))
         elif self.pending >= self.limits.max_pending:
             evicted.append(self._evict_oldest(None))
-        ticket = Ticket(id=next(self._ids), address=address, opened_ns=now_ns)
+        ticket = Ticket(id=next(self._ids), address=address)
         self._pending[ticket.id] = ticket
         _bump(self._pending_by_addr, address, +1)
         return ticket, evicted
@@ -120,19 +117,6 @@ class Admission:
         else:
             self._drop_pending(ticket)
         ticket.closed = True
-
-    def expired(self, now_ns: int) -> list[Ticket]:
-        """Pending tickets past their hello deadline, oldest first (the caller closes
-        them; they stay counted until ``close``)."""
-        out = []
-        for t in self._pending.values():
-            if now_ns - t.opened_ns < self.limits.hello_timeout_ns:
-                break  # oldest first: the rest are younger
-            out.append(t)
-        return out
-
-    def deadline_ns(self, ticket: Ticket) -> int:
-        return ticket.opened_ns + self.limits.hello_timeout_ns
 
     # ------------------------------------------------------------------ internals
 

@@ -27,7 +27,6 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from voicepipe import pipelines
-from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core import protocol as P
 from voicepipe.core.admission import Admission, Limits, Refusal
@@ -67,13 +66,10 @@ class Server:
                 max_pending=c.max_pending,
                 max_pending_per_address=c.max_pending_per_address,
                 max_sessions_per_address=c.max_sessions_per_address,
-                hello_timeout_ns=round(c.hello_timeout_s * 1e9),
-                retry_after_s=c.retry_after_s,
             )
         )
         self.own_hosts: OwnHosts | None = None
         self._by_ticket: dict[int, Session] = {}
-        self._reaper: asyncio.Task[None] | None = None
         self._ws: WsServer | None = None
 
     @property
@@ -103,7 +99,6 @@ class Server:
         sock = next(iter(self._ws.sockets))
         self.port = sock.getsockname()[1]
         self.own_hosts = OwnHosts(self.host, self.port)
-        self._reaper = asyncio.create_task(self._expire_pending(), name="admission-reaper")
         log.info(
             "serving %s (pipeline %s, web root %s)", self.url, self.pipeline_name, self.web_root
         )
@@ -136,9 +131,6 @@ class Server:
                 log.warning("replies still in flight after %.1f s: closing them", drain_s)
             self.hurry()
             await self._ws.wait_closed()
-        if self._reaper is not None:
-            self._reaper.cancel()
-            await asyncio.gather(self._reaper, return_exceptions=True)
         self._ws = None
         self.tracer.save()
 
@@ -156,17 +148,6 @@ class Server:
             self.metrics.sessions.inc()
             self.metrics.active.inc()
         return refusal
-
-    async def _expire_pending(self) -> None:
-        """Close connections that have not said hello by their deadline. (Each waits for
-        its own deadline too; this is the backstop for any that cannot.)"""
-        period = min(1.0, self.cfg.server.hello_timeout_s / 2)
-        while True:
-            await asyncio.sleep(period)
-            for ticket in self.admission.expired(now_ns()):
-                session = self._by_ticket.get(ticket.id)
-                if session is not None:
-                    session.end(P.CLOSE_IDLE_TIMEOUT, "idle timeout: no hello in time")
 
     # ------------------------------------------------------------------ HTTP
 
@@ -218,7 +199,7 @@ class Server:
             # unsent is bounded, and send_timeout_s notices a client that stopped reading.
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
-        ticket, evicted = self.admission.connect(address, now_ns())
+        ticket, evicted = self.admission.connect(address)
         for old in evicted:  # the pending pool was full: its oldest make room
             victim = self._by_ticket.get(old.id)
             if victim is not None:
