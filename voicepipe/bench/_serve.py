@@ -35,6 +35,17 @@ class ServeProcess:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def rss_mb(self) -> float:
+        """The server's resident set size (Linux /proc), MiB."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        raise RuntimeError(f"no VmRSS for pid {self.proc.pid}")
+
+    def open_fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
 
 @asynccontextmanager
 async def serve_process(

@@ -48,15 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set size of a process (Linux /proc), MiB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
 def threads(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -105,7 +96,7 @@ async def sessions_rss(
     replies: list[str] = []
     async with serve_process(pipeline, cfg) as srv:
         pid = srv.proc.pid
-        start = rss_mb(pid)
+        start = srv.rss_mb()
         for i in range(n):
             pcm, sr = clips[i % len(clips)]
             res = await ClientSession(
@@ -122,7 +113,7 @@ async def sessions_rss(
             if not out["ok"]:
                 raise RuntimeError(f"session {i} failed: {out}")
             await _torn_down(srv.host, srv.port, i + 1)
-            rss.append(round(rss_mb(pid), 1))
+            rss.append(round(srv.rss_mb(), 1))
             replies.append(" / ".join(t["reply_text"] for t in out["turns"] if t["reply_text"]))
             if log:
                 log(f"session {i + 1}/{n}: RSS {rss[-1]:.0f} MiB")

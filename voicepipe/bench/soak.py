@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
@@ -40,18 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", default=None, metavar="PNG", help="draw RSS, FDs and latency")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.set_defaults(func=run)
-
-
-def proc_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def proc_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def windows(
@@ -178,7 +165,6 @@ async def soak(
     failed = 0
     log(f"bench soak: {minutes:g} min, {n_sessions} sessions at once; starting serve …")
     async with serve_process(pipeline, cfg) as srv:
-        pid = srv.proc.pid
         t0 = time.monotonic()
         deadline = t0 + total_s
 
@@ -187,8 +173,8 @@ async def soak(
                 samples.append(
                     {
                         "t_s": round(time.monotonic() - t0, 1),
-                        "rss_mb": round(proc_rss_mb(pid), 1),
-                        "fds": proc_fds(pid),
+                        "rss_mb": round(srv.rss_mb(), 1),
+                        "fds": srv.open_fds(),
                     }
                 )
                 if time.monotonic() >= deadline:
