@@ -113,8 +113,14 @@ class LlmConfig:
     # A prompt is prefilled this many tokens per model pass, the stage yielding between
     # passes (an Interrupt takes effect between them); 0: one pass.
     prefill_chunk: int = 32
+    # The no-tools sentence keeps the assistant from pretending to act or to know the
+    # time, weather or news (bench answers' refusals; docs/BENCHMARKS.md, answers).
     system_prompt: str = (
-        "You are a helpful voice assistant. Answer in one to three short spoken sentences."
+        "You are a helpful voice assistant. Answer in one to three short spoken sentences. "
+        "Answer questions from what you know. You have no tools and no live information: "
+        "if asked to do something (set an alarm or timer, call, send a message, play music, "
+        "control a device, order or book) or for the current time, weather or news, say "
+        "briefly that you can't."
     )
 
 

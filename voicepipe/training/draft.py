@@ -30,9 +30,12 @@ import logging
 import time
 from pathlib import Path
 
+from voicepipe.config import LlmConfig
+
 log = logging.getLogger(__name__)
 
-SYSTEM_PROMPT = "You are a helpful voice assistant. Answer in one to three short spoken sentences."
+# The serving default: the draft learns the replies the assistant really gives.
+SYSTEM_PROMPT = LlmConfig.system_prompt
 
 
 def data_dir(arg: str = "") -> Path:
