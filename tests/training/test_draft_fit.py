@@ -171,3 +171,49 @@ def test_more_data_joins_the_recent_pool_without_the_held_out_prompts(shards, tm
     log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert log[-1]["samples"] == 6  # 4 of the main shards + 2 more; shard 2's prompts out
     assert log[-1]["recent_samples"] == 4
+
+
+def test_trim_keeps_the_reply_and_the_last_prompt_tokens() -> None:
+    from voicepipe.training.draft_fit import _trim
+
+    s = {"tokens": torch.arange(10), "feats": torch.arange(9)[:, None].float(), "prompt_len": 6}
+    t = _trim(s, 2)
+    assert t["tokens"].tolist() == [4, 5, 6, 7, 8, 9]
+    assert t["prompt_len"] == 2  # tokens 4, 5 are prompt; 6.. the reply
+    # feats[i] scores tokens[i + 1]: the pairing survives the cut
+    assert t["feats"][:, 0].tolist() == [4.0, 5.0, 6.0, 7.0, 8.0]
+    assert _trim(s, 0) is s and _trim(s, 6) is s and _trim(s, 50) is s
+
+
+def test_ffn_channels_ranks_by_what_a_channel_can_move() -> None:
+    from voicepipe.training.draft_fit import ffn_channels
+
+    torch.manual_seed(0)
+    f, dim = 6, 4
+    w13 = torch.randn(2 * f, dim) * 0.01
+    w2 = torch.randn(dim, f) * 0.01
+    for c, g in ((1, 5.0), (4, 3.0)):  # two channels with large gate, up and down
+        w13[c] *= 100 * g
+        w13[f + c] *= 100
+        w2[:, c] *= 100
+    assert ffn_channels(w13, w2, 2).tolist() == [1, 4]
+    assert ffn_channels(w13, w2, f).tolist() == list(range(f))
+
+
+def test_biased_draft_runs_the_same_cached_and_whole() -> None:
+    # A Qwen2-shaped draft (Q/K/V biases): the cached decode is the full forward.
+    from voicepipe.nn.draft_model import DraftArgs, EagleDraft
+
+    torch.manual_seed(0)
+    a = DraftArgs(dim=32, n_head=4, n_kv_head=2, head_dim=8, ffn_dim=24, n_layer=1,
+                  rope_base=10000.0, target_vocab=50, attn_bias=True)  # fmt: skip
+    model = EagleDraft(a, torch.arange(10))
+    with torch.no_grad():
+        model.layers[0].wqkv.bias.normal_()
+    feats, nxt = torch.randn(1, 5, 32), torch.randn(1, 5, 32)
+    with torch.no_grad():
+        whole = model(feats, nxt)
+        cache = model.new_cache(16)
+        steps = [model(feats[:, i : i + 1], nxt[:, i : i + 1], cache, pos=i) for i in range(5)]
+    assert torch.allclose(whole, torch.cat(steps, dim=1), atol=1e-5)
+    assert model.layers[0].wqkv.bias.abs().sum() > 0

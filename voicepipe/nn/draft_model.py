@@ -1,4 +1,4 @@
-"""EAGLE-style draft for SmolLM2-135M: one decoder layer over the target's features.
+"""EAGLE-style draft: one decoder layer over the target's features (SmolLM2, Qwen2).
 
 Why this shape (measured, see models/smollm2-draft/README.md): decode of the
 135M target is memory- and overhead-bound, so a draft must cost a small
@@ -46,6 +46,9 @@ class DraftArgs:
     rope_base: float = 100000.0
     norm_eps: float = 1e-5
     target_vocab: int = 49152
+    # Q, K and V biases, as the target's layers have them (Qwen2 does, llama does not):
+    # the draft starts from the target's last layer and keeps its shape.
+    attn_bias: bool = False
 
 
 class Block(nn.Module):
@@ -54,7 +57,7 @@ class Block(nn.Module):
         self.a = a
         qkv = (a.n_head + 2 * a.n_kv_head) * a.head_dim
         self.attn_norm = nn.Parameter(torch.ones(a.dim))
-        self.wqkv = nn.Linear(a.dim, qkv, bias=False)
+        self.wqkv = nn.Linear(a.dim, qkv, bias=a.attn_bias)
         self.wo = nn.Linear(a.n_head * a.head_dim, a.dim, bias=False)
         self.ffn_norm = nn.Parameter(torch.ones(a.dim))
         self.w13 = nn.Linear(a.dim, 2 * a.ffn_dim, bias=False)

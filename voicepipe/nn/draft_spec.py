@@ -144,8 +144,9 @@ class FusedDraft:
         norm = draft.norm.detach().float().contiguous()  # the draft's: its output feature's
         tab = draft.freqs(0, model.max_len)[:, 0]  # (Tmax, D/2) complex rotations
         empty = torch.empty(0)
+        bias = empty if ly.wqkv.bias is None else ly.wqkv.bias.detach().float().contiguous()
         norms = [ly.attn_norm.detach().float().contiguous(),
-                 ly.ffn_norm.detach().float().contiguous(), empty]  # fmt: skip
+                 ly.ffn_norm.detach().float().contiguous(), bias]  # fmt: skip
         self.model = mod.Model(
             a.n_head, a.n_kv_head, a.head_dim, float(a.norm_eps), emb,
             norm, tab.real.contiguous(), tab.imag.contiguous(), [norms], [mats], head,

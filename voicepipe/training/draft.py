@@ -181,6 +181,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="reduced draft vocabulary size (default 6144: held-out agreement as with 8192)",
     )
     p.add_argument("--steps", type=int, default=3000, help="fit: optimizer steps (default 3000)")
+    p.add_argument(
+        "--ffn-dim",
+        type=int,
+        default=0,
+        help="fit: the draft layer's FFN width (default 0: the target's); a narrower one "
+        "starts from the target's strongest channels (a 1.5B target's 8960 makes a 100 MB draft)",
+    )
+    p.add_argument(
+        "--prompt-ctx",
+        type=int,
+        default=0,
+        help="fit: keep only this many prompt tokens before each reply (default 0: all); "
+        "a long system prompt is otherwise most of every training row",
+    )
     p.add_argument("--lr", type=float, default=1e-3, help="fit: peak learning rate")
     p.add_argument("--bs", type=int, default=8, help="fit: sequences per step (default 8)")
     p.add_argument(
