@@ -113,6 +113,9 @@ class LlmConfig:
     # A prompt is prefilled this many tokens per model pass, the stage yielding between
     # passes (an Interrupt takes effect between them); 0: one pass.
     prefill_chunk: int = 32
+    # Threads of a prompt pass on the fused kernel (decode keeps one): the prompt is
+    # prefilled while speech synthesis waits for the reply, so the second core is free.
+    prefill_threads: int = 2
     # The no-tools sentence keeps the assistant from pretending to act or to know the
     # time, weather or news (bench answers' refusals; docs/BENCHMARKS.md, answers).
     system_prompt: str = (

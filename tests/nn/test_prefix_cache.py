@@ -141,3 +141,23 @@ def test_chat_templates_render_earlier_turns_unchanged(name: str) -> None:
         held = ids + tok.encode(a, add_bos=False)  # what the cache holds after the reply
         nxt = tok.chat_ids([*msgs, {"role": "user", "content": "And then?"}])
         assert ids[: len(head)] == head and nxt[: len(held)] == held
+
+
+def test_prompt_passes_on_two_threads_are_bit_identical(engine) -> None:  # noqa: ANN001
+    # llm.prefill_threads: the kernel splits a pass by output rows and heads, so the
+    # keys, values and logits of a prompt pass must not depend on the thread count.
+    from voicepipe.nn.target import ModelTarget
+
+    fused = engine.model.fused
+    assert fused is not None and fused.threads == 1
+    ids = engine.tokenizer.chat_ids([{"role": "user", "content": QUESTIONS[0]}])
+    out = []
+    for threads in (1, 2):
+        t = ModelTarget(engine.model, 256)
+        t.prefixes = None
+        t.prefill_threads = threads
+        logits = t.prefill(ids)
+        assert fused.threads == 1  # restored after the pass: decode keeps one thread
+        out.append((logits, t.cache.kv[:, :, :, : len(ids)].clone()))
+    assert (out[0][0] == out[1][0]).all()
+    assert torch.equal(out[0][1], out[1][1])

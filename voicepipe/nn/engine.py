@@ -84,10 +84,13 @@ class Engine:
     replies: ReplyIndex | None = None
     # Targets read and fill the model's process-wide prefix cache (share_prefix).
     prefix_cache: bool = True
+    # Fused-kernel threads of a multi-token prompt pass (ModelTarget.prefill_threads).
+    prefill_threads: int = 1
 
     def __post_init__(self) -> None:
-        if not self.prefix_cache:
-            for t in self._targets():
+        for t in self._targets():
+            t.prefill_threads = self.prefill_threads
+            if not self.prefix_cache:
                 t.prefixes = None
 
     def _targets(self) -> list[ModelTarget]:
@@ -271,6 +274,7 @@ def load_engine(
     k_max: int = 0,
     reply_store: bool = True,
     prefix_cache: bool = True,
+    prefill_threads: int = 1,
 ) -> Engine:
     """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft") or a
     GGUF draft model's name/path sharing the tokenizer; "ngram+<either>": prompt
@@ -282,7 +286,8 @@ def load_engine(
     process and target model (``shared_eagle``); each fork has its own caches.
     Behind prompt lookup an EAGLE draft's reply store drafts too (``shared_replies``),
     unless ``reply_store`` is False. ``prefix_cache``: sessions share prompt prefixes'
-    keys and values (``Engine.share_prefix``).
+    keys and values (``Engine.share_prefix``). ``prefill_threads``: fused-kernel threads
+    of a prompt pass (``ModelTarget.prefill_threads``).
     """
     from voicepipe.nn.draft_spec import is_eagle_draft
 
@@ -314,4 +319,5 @@ def load_engine(
     return Engine(
         m, tok, target, proposer, sp, k, adaptive, load_s, spec, draft, eagle,
         k_max or spec.k_max, spec.verify_cost, draft_cost, replies, prefix_cache,
+        prefill_threads,
     )  # fmt: skip

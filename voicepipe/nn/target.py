@@ -11,6 +11,7 @@ model pass per ``next``. It counts the tokens it ran and copied.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -44,6 +45,12 @@ class ModelTarget:
         # Counters over the target's life (callers take differences around a turn):
         self.prefilled = 0  # prompt tokens run through the model by prefill / feed / share
         self.shared = 0  # prompt tokens copied from the prefix cache instead
+        # Threads of the fused kernel for a pass of several prompt tokens (1: the model's
+        # own setting). A prompt pass is compute-bound and runs while the other stages
+        # wait for the reply, so a second core nearly halves it; decode stays on one
+        # thread (memory-bound, and it shares the machine with speech synthesis). The
+        # kernel splits by output rows and heads: the result does not depend on it.
+        self.prefill_threads = 1
 
     @property
     def length(self) -> int:
@@ -73,10 +80,25 @@ class ModelTarget:
     def _run(self, tokens: list[int], start: int, end: int) -> torch.Tensor:
         """Feed tokens[start:end] after the cache's first ``start`` positions."""
         self.rollback(start)
-        logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats)
+        with self._threads(end - start):
+            logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats)
         self.fed = list(tokens[:end])
         self.prefilled += end - start
         return logits
+
+    @contextmanager
+    def _threads(self, rows: int) -> Iterator[None]:
+        fused = self.model.fused
+        if fused is None or rows < 2 or self.prefill_threads <= 1:
+            yield
+            return
+        # The weights are shared: another session's pass in this window runs with the
+        # same threads, which changes its speed, never its result.
+        old, fused.threads = fused.threads, self.prefill_threads
+        try:
+            yield
+        finally:
+            fused.threads = old
 
     def prefill(self, tokens: list[int]) -> np.ndarray:
         n = self._reuse(tokens)

@@ -88,6 +88,7 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     base = load_engine(
         c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
         reply_store=c.reply_store, prefix_cache=c.prefix_cache,
+        prefill_threads=c.prefill_threads,
     )  # fmt: skip
     eng = base.fork()
     # The first session of the process (or the server's preload) computes the system
