@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.profile import fast
 from voicepipe import config, pipelines
 from voicepipe.audio import read_wav
 from voicepipe.client import ClientSession
@@ -37,7 +38,7 @@ def _clip(name: str) -> tuple[object, int, str]:
 
 @pytest.fixture(scope="module")
 def cfg() -> config.Config:
-    return config.Config()
+    return fast()
 
 
 async def _ask(c: config.Config, pcm, sr: int, **client) -> tuple[object, dict]:  # noqa: ANN001

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from voicepipe import config
+from tests.profile import fast
 from voicepipe.audio import read_wav
 from voicepipe.bench.memory import sessions_rss
 
@@ -30,7 +30,7 @@ MARGIN_MB = 120.0
 # 105-120 s here (2 shared cores, load 3-5); the cause (the session cycles that kept the
 # LLM's KV cache) is also checked by tests/test_pipeline.py (no models) and test_llm_stage.py.
 async def test_rss_levels_off_over_twenty_sessions() -> None:
-    c = config.Config()
+    c = fast()
     # Short replies (still the real LLM, TTS and pacing): the test is about what a session
     # leaves behind, not about how long it talks.
     c = dataclasses.replace(c, llm=dataclasses.replace(c.llm, max_new_tokens=6))

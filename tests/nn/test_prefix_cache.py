@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from voicepipe.config import Config
+from tests.profile import fast
 from voicepipe.nn.kv_cache import KVCache
 from voicepipe.nn.prefix import Prefix, PrefixStore
 
@@ -22,7 +22,7 @@ N_NEW = 24
 def engine():
     from voicepipe.nn.engine import load_engine
 
-    c = Config().llm
+    c = fast().llm
     return load_engine(c.model, c.weights, c.drafter, c.spec_k, max_len=1024)
 
 
@@ -36,7 +36,7 @@ def _reply(eng, ids: list[int], chunk: int = 0) -> tuple[list[int], int]:  # noq
 def _conversation(engine) -> tuple[list[list[int]], list[list[int]]]:  # noqa: ANN001
     """Three turns' prompts and their reference replies: every prompt prefilled in one
     pass on a fresh cache, no prefix cache."""
-    msgs = [{"role": "system", "content": Config().llm.system_prompt}]
+    msgs = [{"role": "system", "content": fast().llm.system_prompt}]
     prompts, replies = [], []
     for q in QUESTIONS:
         msgs.append({"role": "user", "content": q})
@@ -57,7 +57,7 @@ def test_prefix_cache_and_chunked_prefill_are_token_identical(engine) -> None:  
 
     prompts, ref = _conversation(engine)
     store_for(engine.model).clear()
-    head = system_prefix(engine.tokenizer, Config().llm.system_prompt)
+    head = system_prefix(engine.tokenizer, fast().llm.system_prompt)
     assert 0 < len(head) < len(prompts[0]) and prompts[0][: len(head)] == head
 
     first = engine.fork()
@@ -130,7 +130,7 @@ def test_chat_templates_render_earlier_turns_unchanged(name: str) -> None:
     if registry.verify(name, deep=False):
         pytest.skip(f"{name} not pulled (voicepipe models pull {name})")
     tok = ChatTokenizer(gguf.load(gguf_path(name)).metadata)
-    sys_prompt = Config().llm.system_prompt
+    sys_prompt = fast().llm.system_prompt
     head = system_prefix(tok, sys_prompt)
     msgs = [{"role": "system", "content": sys_prompt}]
     replies = ["Boil water, then steep the tea for 3 minutes.", "About 3 to 5 minutes, no more."]

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.profile import fast
 from voicepipe.config import Config
 from voicepipe.frames import (
     End,
@@ -28,7 +29,7 @@ from voicepipe.stages.llm import LlmStage, _Reply, engine_for
 
 @pytest.fixture(scope="module")
 def cfg() -> Config:
-    c = Config()
+    c = fast()
     return dataclasses.replace(c, llm=dataclasses.replace(c.llm, max_new_tokens=40))
 
 
