@@ -116,6 +116,11 @@ class LlmConfig:
     # Threads of a prompt pass on the fused kernel (decode keeps one): the prompt is
     # prefilled while speech synthesis waits for the reply, so the second core is free.
     prefill_threads: int = 2
+    # The reply's first spoken chunk (core/chunker.py): it may end at a clause mark once
+    # it holds first_min_words words, and before a conjunction or relative word once it
+    # holds first_break_words (0: only at punctuation), so speech starts early.
+    first_min_words: int = 3
+    first_break_words: int = 4
     # The no-tools sentence keeps the assistant from pretending to act or to know the
     # time, weather or news (bench answers' refusals; docs/BENCHMARKS.md, answers).
     system_prompt: str = (

@@ -351,7 +351,10 @@ class LlmStage(Stage):
         stop = eng.tokenizer.stop_ids  # type: ignore[attr-defined]
         gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
         stream = StreamDecoder(eng.tokenizer)  # type: ignore[attr-defined]
-        chunker = Chunker()
+        chunker = Chunker(
+            first_min_words=self.cfg.llm.first_min_words,
+            first_break_words=self.cfg.llm.first_break_words,
+        )
         spoken = r.spoken
         first_tok_ns = last_tok_ns = 0
         n_tokens = 0
