@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from voicepipe.core import calc
+
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -302,3 +304,31 @@ def spoken_duration(seconds: float) -> str:
     m, sec = divmod(rem, 60)
     parts = [f"{v} {unit}" for v, unit in ((h, "hour"), (m, "minute"), (sec, "second")) if v]
     return " ".join(parts) if parts else "0 second"
+
+
+def judge_calls(expect: Mapping[str, Any], calls: list[Mapping[str, Any]]) -> tuple[bool, str]:
+    """A reply's tool calls (``{"name", "arguments"}``, in order) against a question-set
+    item (``voicepipe/bench/answers_set.toml``, kind ``tool``): the first call must be
+    ``expect["tool"]``, with arguments giving ``seconds`` (set_timer: the duration) or
+    ``value`` (calculate: the expression's value) when the item names them."""
+    want = expect.get("tool")
+    if not calls:
+        return False, "no tool call"
+    name, args = calls[0].get("name"), calls[0].get("arguments") or {}
+    if name != want:
+        return False, f"called {name!r}, not {want!r}"
+    if "seconds" in expect:
+        try:
+            got = timer_seconds(args)
+        except ValueError as e:
+            return False, str(e)
+        if abs(got - float(expect["seconds"])) > 1e-6:
+            return False, f"timer of {got:g} s, not {expect['seconds']} s"
+    if "value" in expect:
+        try:
+            v = calc.evaluate(str(args.get("expression", "")))
+        except calc.CalcError as e:
+            return False, f"expression {args.get('expression')!r}: {e}"
+        if abs(v - float(expect["value"])) > 1e-9 * max(1.0, abs(v)):
+            return False, f"{args.get('expression')!r} is {calc.format_number(v)}"
+    return True, f"{name}({json.dumps(args, ensure_ascii=False)})"

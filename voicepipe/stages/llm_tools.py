@@ -63,8 +63,12 @@ class Alerts:
     """Timers of one session: ``alert_in`` (a ToolContext) is called from a tool's worker
     thread; when due, ``deliver`` gets an ``Alert`` frame on the event loop."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[Alert], Coroutine[Any, Any, None]],
-                 turn: Callable[[], int]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        deliver: Callable[[Alert], Coroutine[Any, Any, None]],
+        turn: Callable[[], int],
+    ) -> None:
         self.loop = loop
         self.deliver = deliver
         self.turn = turn
