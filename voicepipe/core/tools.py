@@ -156,8 +156,9 @@ class CallSplitter:
             return self._bare(out)
         start = self._buf.find(OPEN)
         if start >= 0:
-            if self._buf[:start].strip():
-                out.append(Speech(self._buf[:start]))
+            before = self._buf[:start]
+            if before.strip() or (before and not self._at_start):
+                out.append(Speech(before))
             self._buf = self._buf[start + len(OPEN) :]
             self._in_call = True
             self.calls += 1

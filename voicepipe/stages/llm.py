@@ -86,6 +86,7 @@ from voicepipe.frames import (
     TranscriptFinal,
     TranscriptStable,
 )
+from voicepipe.stage import TurnCounter
 from voicepipe.stages.llm_engine import engine_for, system_prefix
 from voicepipe.stages.llm_preempt import Preempting, _Reply
 from voicepipe.stages.llm_tools import (
@@ -106,7 +107,9 @@ _KEEP_REPLIES = 16  # turns whose reply set_heard can still find
 class LlmStage(Preempting):
     name = "llm"
 
-    def __init__(self, cfg: Config, engine: object | None = None) -> None:
+    def __init__(
+        self, cfg: Config, engine: object | None = None, turns: TurnCounter | None = None
+    ) -> None:
         super().__init__(queue_size=16)
         self.cfg = cfg
         self.engine = engine
@@ -117,7 +120,8 @@ class LlmStage(Preempting):
         self.tools: Toolbox | None = None
         self._specs: list[dict[str, Any]] | None = None
         self._alerts: Alerts | None = None
-        self._last_turn = 0  # an alert is spoken as part of the latest turn
+        self._last_turn = 0  # the latest turn seen
+        self.turns = turns  # shared with the ASR: an alert's own turn id
         if engine is not None:
             self._setup_tools()
         # One model pass at a time per session, even when a cancelled step is still running.
@@ -228,7 +232,11 @@ class LlmStage(Preempting):
     async def process(self, frame: Frame) -> None:
         self._last_turn = max(self._last_turn, frame.turn_id)
         if isinstance(frame, Alert):  # a timer ended: tell the client, then say it
-            frame.turn_id = max(frame.turn_id, self._last_turn, self.current_turn)
+            latest = max(frame.turn_id, self._last_turn, self.current_turn)
+            # A reply of its own (a new turn id) where the ASR shares its turn counter;
+            # else (no ASR: bench, chat) the latest turn's.
+            frame.turn_id = self.turns.next(latest) if self.turns is not None else latest
+            self._last_turn = frame.turn_id
             await self.push(frame)
             await self.push(TextChunk(turn_id=frame.turn_id, text=frame.text, last=True))
             return

@@ -39,7 +39,7 @@ def active_tools(cfg: Config, tokenizer: Any) -> Toolbox | None:  # tokenizer: C
     Raises ``voicepipe.tools.ToolError`` for a bad tool name: a config error."""
     if not cfg.tools.enabled:
         return None
-    if not tokenizer.supports_tools:
+    if not getattr(tokenizer, "supports_tools", False):
         if cfg.llm.model not in _WARNED:  # once per model and process, not per session
             _WARNED.add(cfg.llm.model)
             log.info("tools off: the chat template of %s does not render tools", cfg.llm.model)
