@@ -220,6 +220,7 @@ def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - Q
     """An earlier run's JSON with every recorded reply judged again by ``qset``'s checks
     (after a check was fixed: the replies do not depend on the checks)."""
     from voicepipe.core.answers import Tally
+    from voicepipe.core.tools import judge_calls
 
     items = {i.id: i for i in qset.items}
     for row in result["models"]:
@@ -232,9 +233,15 @@ def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - Q
                 raise ValueError(f"item {r['id']!r} is no longer in the set")
             if list(item.turns) != r.get("turns", list(item.turns)):
                 raise ValueError(f"item {r['id']!r} asks something else now: run it again")
-            r["pass"], r["why"] = item.check.verdict(r["replies"][-1])
-            tally.add(item.category, r["pass"])
+            if item.kind == "tool":
+                r["pass"], r["why"] = judge_calls(item.raw, r.get("calls", []))
+                tally.add(str(item.raw.get("tool")), r["pass"])
+            else:
+                r["pass"], r["why"] = item.check.verdict(r["replies"][-1])
+                tally.add(item.category, r["pass"])
         row.update(tally.as_dict())
+        if "by_tool" in row:
+            row["by_tool"] = row.pop("by_category")
     result["rescored"] = True
     return result
 
