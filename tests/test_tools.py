@@ -116,7 +116,8 @@ def test_builtins() -> None:
     box = Toolbox.build(list(BUILTINS), [])
     ctx = _Ctx()
     ok, out = box.call(ToolCall("set_timer", {"minutes": 10, "label": "tea"}), ctx)
-    assert ok and json.loads(out)["seconds"] == 600
+    assert ok and json.loads(out) == {"status": "started", "duration": "10 minutes",
+                                      "label": "tea"}  # fmt: skip
     ((seconds, text, data),) = ctx.alerts
     assert seconds == 600 and "10 minute timer for tea" in text and data["label"] == "tea"
     for bad in ({"minutes": 0}, {"hours": 25}, {"minutes": "ten"}):

@@ -137,8 +137,10 @@ def set_timer(
     what = f"{spoken_duration(total)} timer" + (f" for {label}" if label else "")
     text = f"Your {what} is done." if not label else f"Time's up: your {what} is done."
     data = {"tool": "set_timer", "seconds": total, "label": label}
-    timer_id = ctx.alert_in(total, text, data)
-    return {"timer_id": timer_id, "seconds": total, "label": label, "status": "started"}
+    ctx.alert_in(total, text, data)
+    # What the model reads back to the user: no ids or raw seconds to recite.
+    out = {"status": "started", "duration": spoken_duration(total, plural=True)}
+    return {**out, "label": label} if label else out
 
 
 def get_current_time() -> dict[str, str]:

@@ -66,6 +66,12 @@ CASES = [
         "<tool_call>{oops}</tool_call>",
         [BadCall("{oops}", "not JSON: Expecting property name enclosed in double quotes")],
     ),  # fmt: skip
+    # The 1.5B sometimes wraps its call in the tools block's tags, or leaves them empty.
+    (
+        '<tools> {"name": "set_timer", "arguments": {"minutes": 10}} </tools>',
+        [ToolCall("set_timer", {"minutes": 10})],
+    ),  # fmt: skip
+    ("<tools></tools>", [BadCall("", 'empty: write {"name": …, "arguments": {…}} in the tags')]),
     # A reply cut off inside a call still made it (and says nothing of it).
     (
         '<tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}',
@@ -142,6 +148,7 @@ def test_timer_seconds_and_spoken_duration() -> None:
         timer_seconds({"minutes": -1})
     assert spoken_duration(600) == "10 minute"
     assert spoken_duration(3690) == "1 hour 1 minute 30 second"
+    assert spoken_duration(3690, plural=True) == "1 hour 1 minute 30 seconds"
 
 
 @pytest.mark.parametrize(

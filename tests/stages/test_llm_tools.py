@@ -72,7 +72,7 @@ async def test_a_timer_request_calls_set_timer_and_speaks_no_json(cfg, engine):
     (tool,) = [s for s in spans if s.name == "llm.tool"]
     (call,) = tool.attrs["calls"]
     assert call["name"] == "set_timer" and call["ok"]
-    assert json.loads(call["result"])["seconds"] == 600
+    assert json.loads(call["result"])["duration"] == "10 minutes"
     ttft = next(s for s in spans if s.name == "llm.ttft")
     assert ttft.attrs["shared"] > 0  # the tools block came from the prefix cache
     spoken = " ".join(f.text for f in got if isinstance(f, TextChunk))

@@ -29,6 +29,9 @@ from typing import Any
 from voicepipe.core import calc
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+# Tags a call may come in: the template's, and the tools block's own, which
+# Qwen2.5-Coder-1.5B sometimes wraps its call in (or leaves empty) instead.
+TAGS = {OPEN: CLOSE, "<tools>": "</tools>"}
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),
@@ -92,6 +95,8 @@ Event = Speech | ToolCall | BadCall
 def parse_call(raw: str) -> ToolCall | BadCall:
     """One call's JSON (the text between the tags): ``{"name": …, "arguments": {…}}``.
     ``arguments`` may also be a JSON string holding the object (OpenAI's wire form)."""
+    if not raw.strip():
+        return BadCall(raw, 'empty: write {"name": …, "arguments": {…}} in the tags')
     try:
         obj, _ = json.JSONDecoder().raw_decode(raw.strip())
     except json.JSONDecodeError as e:
@@ -124,7 +129,7 @@ class CallSplitter:
 
     def __init__(self) -> None:
         self._buf = ""
-        self._in_call = False
+        self._close = ""  # inside a tagged call: the tag that ends it
         self._at_start = True  # nothing but whitespace since the start or the last call
         self._eat_braces = False  # a bare call's surplus closing braces may follow
         self._bare_open = False  # a bare object begun, its braces not yet balanced
@@ -144,23 +149,24 @@ class CallSplitter:
             if not rest:
                 return False
             self._buf, self._eat_braces = rest, False
-        if self._in_call:
-            end = self._buf.find(CLOSE)
+        if self._close:
+            end = self._buf.find(self._close)
             if end < 0:
                 return False
-            out.append(parse_call(self._buf[:end].strip()))
-            self._buf = self._buf[end + len(CLOSE) :]
-            self._in_call, self._at_start = False, True
+            out.append(parse_call(_one_brace(self._buf[:end])))
+            self._buf = self._buf[end + len(self._close) :]
+            self._close, self._at_start = "", True
             return True
         if self._at_start and self._buf.lstrip().startswith("{"):
             return self._bare(out)
-        start = self._buf.find(OPEN)
-        if start >= 0:
+        found = [(i, tag) for tag in TAGS if (i := self._buf.find(tag)) >= 0]
+        if found:
+            start, tag = min(found)
             before = self._buf[:start]
             if before.strip() or (before and not self._at_start):
                 out.append(Speech(before))
-            self._buf = self._buf[start + len(OPEN) :]
-            self._in_call = True
+            self._buf = self._buf[start + len(tag) :]
+            self._close = TAGS[tag]
             self.calls += 1
             return True
         keep = _partial_tag(self._buf)  # "<tool_c" at the end may be a tag's start
@@ -198,9 +204,9 @@ class CallSplitter:
         """The reply ended: a call left open is read as far as it got (a model that stops
         right after the JSON, without the closing tag, still made its call)."""
         rest, self._buf = self._buf, ""
-        if self._in_call or self._bare_open:
-            self._in_call = self._bare_open = False
-            return [parse_call(_one_brace(rest.strip()))] if rest.strip() else []
+        if self._close or self._bare_open:
+            self._close, self._bare_open = "", False
+            return [parse_call(_one_brace(rest))]
         if self._eat_braces:
             rest = rest.lstrip("} \n")
         return [Speech(rest)] if rest.strip() else []
@@ -241,9 +247,9 @@ def _balanced_end(text: str) -> int | None:
 
 
 def _partial_tag(text: str) -> int:
-    """Length of the longest suffix of ``text`` that is a proper prefix of the open tag."""
+    """Length of the longest suffix of ``text`` that is a proper prefix of an open tag."""
     for n in range(min(len(OPEN) - 1, len(text)), 0, -1):
-        if OPEN.startswith(text[-n:]):
+        if any(tag.startswith(text[-n:]) for tag in TAGS):
             return n
     return 0
 
@@ -297,14 +303,16 @@ def timer_seconds(args: Mapping[str, Any]) -> float:
     return total
 
 
-def spoken_duration(seconds: float) -> str:
-    """``600`` → ``"10 minute"`` (as in "your 10 minute timer"): the largest units that
-    say it exactly, numbers as digits (the TTS front-end speaks them)."""
+def spoken_duration(seconds: float, plural: bool = False) -> str:
+    """``600`` → ``"10 minute"`` (as in "your 10 minute timer"; ``plural``: ``"10
+    minutes"``): the largest units that say it exactly, numbers as digits (the TTS
+    front-end speaks them)."""
     s = round(seconds)
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
-    parts = [f"{v} {unit}" for v, unit in ((h, "hour"), (m, "minute"), (sec, "second")) if v]
-    return " ".join(parts) if parts else "0 second"
+    units = ((h, "hour"), (m, "minute"), (sec, "second"))
+    parts = [f"{v} {u}{'s' if plural and v != 1 else ''}" for v, u in units if v]
+    return " ".join(parts) if parts else ("0 seconds" if plural else "0 second")
 
 
 def judge_calls(expect: Mapping[str, Any], calls: list[Mapping[str, Any]]) -> tuple[bool, str]:
