@@ -85,6 +85,19 @@ async def test_a_timer_request_calls_set_timer_and_speaks_no_json(cfg, engine):
     assert stage.messages[2]["tool_calls"][0]["function"]["name"] == "set_timer"
 
 
+async def test_empty_call_tags_are_decoded_again_from_a_calls_opening(cfg, engine):
+    # For this request the 1.5B writes "<tools></tools>" (a call with nothing in it);
+    # the stage starts it again on "<tool_call>\n{"name": "" and it names the tool.
+    stage = LlmStage(cfg, engine.fork())
+    got = await _turn(stage, "Let me know when fifteen minutes are up.")
+    await stage.stop()
+    (tool,) = [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tool"]
+    assert [(c["name"], c["ok"]) for c in tool.attrs["calls"]] == [("set_timer", True)]
+    assert json.loads(tool.attrs["calls"][0]["result"])["duration"] == "15 minutes"
+    spoken = " ".join(f.text for f in got if isinstance(f, TextChunk))
+    assert spoken.strip() and "<" not in spoken and "{" not in spoken, spoken
+
+
 async def test_a_timer_that_ends_is_announced_and_spoken_as_its_own_turn(cfg, engine):
     turns = TurnCounter()
     stage = LlmStage(cfg, engine.fork(), turns=turns)

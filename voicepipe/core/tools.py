@@ -32,6 +32,10 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # Tags a call may come in: the template's, and the tools block's own, which
 # Qwen2.5-Coder-1.5B sometimes wraps its call in (or leaves empty) instead.
 TAGS = {OPEN: CLOSE, "<tools>": "</tools>"}
+# How a call begins (the template's tag and JSON): the LLM stage starts the model on it
+# when the model opened a call and left it empty.
+FORCED_CALL = OPEN + '\n{"name": "'
+
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "integer": (int,),

@@ -70,7 +70,7 @@ from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.chunker import Chunker
 from voicepipe.core.preempt import Preemption
-from voicepipe.core.tools import BadCall, CallSplitter, Speech, ToolCall
+from voicepipe.core.tools import FORCED_CALL, BadCall, CallSplitter, Speech, ToolCall
 from voicepipe.frames import (
     Alert,
     Cancel,
@@ -319,6 +319,8 @@ class LlmStage(Preempting):
         tool_ns = 0  # time in tool rounds: not decode time (llm.tpot)
         rounds = 0
         rnd: Round | None = None  # the round whose answer's first token ends llm.tool
+        forced = ""  # a call's opening, put in the model's mouth (see below)
+        call_ns = 0
         dec = eng.decoder()  # type: ignore[attr-defined]
         try:
             while True:  # one pass per tool round: the model stops after its calls
@@ -327,7 +329,8 @@ class LlmStage(Preempting):
                 split = CallSplitter() if self.tools else None  # calls never reach speech
                 said: list[str] = []  # this pass's text, spoken or not yet
                 calls: list[ToolCall | BadCall] = []
-                call_ns = 0
+                if split is not None and forced:
+                    split.push(forced)
                 while True:
                     step = await asyncio.to_thread(self._step, gen)
                     if step is _DONE:
@@ -366,9 +369,18 @@ class LlmStage(Preempting):
                     await self._say(r, chunker, split.flush(), said, calls)
                 if not calls or rounds >= self.cfg.tools.max_rounds:
                     break  # (past max_rounds further calls are dropped: the reply ends)
+                if not forced and all(isinstance(c, BadCall) and not c.raw for c in calls):
+                    # Empty call tags ("<tools></tools>"): the model meant to call but
+                    # wrote nothing. Told so, the 1.5B gives up; started on a call's
+                    # opening, it names the tool and its arguments. Decode that pass again.
+                    forced = FORCED_CALL
+                    ids = ids + eng.tokenizer.encode(forced)  # type: ignore[attr-defined]
+                    dec = eng.decoder()  # type: ignore[attr-defined]
+                    continue
                 # The model asked for tools: run them, show it the results, decode on.
                 rounds += 1
                 rnd = Round(started_ns=call_ns or last_tok_ns)
+                call_ns, forced = 0, ""
                 rnd.calls = [c for c in calls if isinstance(c, ToolCall)]
                 rnd.errors = [c.error for c in calls if isinstance(c, BadCall)]
                 if r.tentative:  # no side effects before the final transcript agrees

@@ -153,6 +153,12 @@ async def run_round(box: Toolbox, rnd: Round, ctx: Alerts, timeout_s: float) -> 
         except TimeoutError:
             ok, content = False, json.dumps({"error": f"{call.name} took over {timeout_s:g} s"})
         rnd.results.append({"ok": ok, "content": content})
-    for err in rnd.errors:  # tell the model its malformed call went nowhere
-        rnd.results.append({"ok": False, "content": json.dumps({"error": f"bad tool call: {err}"})})
+    for err in rnd.errors:  # tell the model its malformed call went nowhere, and what works
+        # (told only "bad call", the 1.5B gave up and said it could not help)
+        fix = (
+            f"bad tool call ({err}). Call again: a JSON object "
+            '{"name": <function-name>, "arguments": <args-json-object>} within '
+            f"<tool_call></tool_call> tags; the functions are {', '.join(box.tools)}."
+        )
+        rnd.results.append({"ok": False, "content": json.dumps({"error": fix})})
     rnd.run_ms = (time.perf_counter() - t0) * 1e3
