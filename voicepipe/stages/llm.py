@@ -25,37 +25,23 @@ ending at the last token (mean time per output token after the first; the
 token count and whole decode time ride in its attrs). A MetricsFrame carries
 tpot_ms and the speculation metrics.
 
-Preemptive generation (core/preempt.py, ``turns.preempt``): a
-``TranscriptStable`` starts a *tentative* reply in a background task while
-the endpointer still waits. Everything it would push (text, chunks, spans,
-metrics) is held here, so the TTS, the client and the conversation memory see
-nothing of it, until the ``TranscriptFinal``: if it agrees the held frames go
-out at once and the reply continues as this stage's work (an Interrupt stops
-it as usual); otherwise (or on ``SpeechResumed``, a newer stable text, or an
-Interrupt) the task is cancelled and its frames dropped, and a differing
-final is answered the normal way. The engine's KV cache needs no undo: the
-next prompt reuses only its common prefix. Every span carries
-``attrs["preempt"]``: ``off`` (no tentative reply for the turn), ``kept`` or
-``cancelled`` (a tentative reply was dropped and this is the normal one); a
-MetricsFrame with source ``preempt`` counts each outcome.
+Preemptive generation (core/preempt.py, ``turns.preempt``): a tentative reply
+starts on a ``TranscriptStable`` and is held until the final transcript agrees;
+see voicepipe/stages/llm_preempt.py.
 
 The conversation holds committed turns only; a reply is found again by its
 turn (``set_heard``), by identity, so dropping old turns shifts nothing.
 
 Tools (``[tools]``, docs/TOOLS.md; on where the chat template renders them):
-the template shows the tools to the model in the system block (part of the
-prefix-cached system prefix); the reply's text passes through a
-``core.tools.CallSplitter``, so a ``<tool_call>`` and its JSON never reach the
-deltas, the chunker or the TTS. When the model stops after calls, they run
-(``stages/llm_tools.py``), the assistant's call message and the tool results
-join the prompt, and decoding continues into the spoken answer, up to
-``tools.max_rounds`` rounds per reply. Span ``llm.tool``: from the first token
-of a round's calls to the first token decoded after their results (writing
-the call, running the tools, prefilling the results); its attrs name the
-calls, their arguments, results and ``run_ms``. A tentative reply (preemption)
-runs no tool until the final transcript has confirmed it. A timer that ends
-sends an ``Alert`` frame into this stage's inbox: pushed on, then its text is
-spoken as a one-chunk reply of the latest turn.
+the tools block is part of the prefix-cached system prefix; the reply's text
+passes through a ``core.tools.CallSplitter``, so a call's tags and JSON never
+reach the deltas, the chunker or the TTS. When the model stops after calls
+they run (stages/llm_tools.py), the call and the results join the prompt, and
+decoding goes on into the spoken answer (at most ``tools.max_rounds`` rounds).
+Span ``llm.tool``: first token of a round's calls → first token after their
+results. A tentative reply runs no tool before the final transcript confirms
+it. A timer that ends puts an ``Alert`` into this stage's inbox: pushed on, then
+spoken as a one-chunk reply of a new turn (the ``TurnCounter`` shared with the ASR).
 """
 
 from __future__ import annotations
@@ -78,11 +64,9 @@ from voicepipe.frames import (
     Interrupt,
     MetricsFrame,
     ReplyHeard,
-    SpanFrame,
     SpeechResumed,
     SystemFrame,
     TextChunk,
-    TextDelta,
     TranscriptFinal,
     TranscriptStable,
 )
@@ -292,14 +276,6 @@ class LlmStage(Preempting):
             n += 1
         return n
 
-    async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
-        attrs["preempt"] = r.preempt
-        if r.preempt == "kept":
-            attrs["ahead_ms"] = r.ahead_ms
-        await self._emit(
-            r, SpanFrame(turn_id=r.turn, name=name, start_ns=start_ns, end_ns=end_ns, attrs=attrs)
-        )
-
     async def _generate(self, r: _Reply) -> None:
         from voicepipe.nn.tokenizer import StreamDecoder
 
@@ -423,21 +399,3 @@ class LlmStage(Preempting):
                         decode_ms=round((last_tok_ns - first_tok_ns - tool_ns) / 1e6, 3),
                     )
                 await self._emit(r, MetricsFrame(turn_id=turn, source="llm", values=values))
-
-    async def _say(
-        self, r: _Reply, chunker: Chunker, events: list[Any], said: list[str], calls: list[Any]
-    ) -> None:
-        """Speech events go to the client and the chunker (spoken); calls are collected."""
-        for ev in events:
-            if not isinstance(ev, Speech):
-                calls.append(ev)
-                continue
-            said.append(ev.text)
-            await self._emit(r, TextDelta(turn_id=r.turn, text=ev.text))
-            for chunk in chunker.push(ev.text):
-                if not r.spoken:
-                    await self._span(
-                        r, "llm.first_chunk", r.first_tok_ns, now_ns(), chars=len(chunk)
-                    )
-                r.spoken.append(chunk)
-                await self._emit(r, TextChunk(turn_id=r.turn, text=chunk))

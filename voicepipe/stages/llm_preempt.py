@@ -4,6 +4,20 @@
 ``LlmStage`` that starts a tentative reply on a ``TranscriptStable``, holds its
 output, and releases (``_commit``) or drops (``_cancel``) it when the final
 transcript comes. Not a stage: a base class of ``voicepipe/stages/llm.py``'s.
+
+Preemptive generation (core/preempt.py, ``turns.preempt``): a
+``TranscriptStable`` starts a *tentative* reply in a background task while
+the endpointer still waits. Everything it would push (text, chunks, spans,
+metrics) is held here, so the TTS, the client and the conversation memory see
+nothing of it, until the ``TranscriptFinal``: if it agrees the held frames go
+out at once and the reply continues as this stage's work (an Interrupt stops
+it as usual); otherwise (or on ``SpeechResumed``, a newer stable text, or an
+Interrupt) the task is cancelled and its frames dropped, and a differing
+final is answered the normal way. The engine's KV cache needs no undo: the
+next prompt reuses only its common prefix. Every span carries
+``attrs["preempt"]``: ``off`` (no tentative reply for the turn), ``kept`` or
+``cancelled`` (a tentative reply was dropped and this is the normal one); a
+MetricsFrame with source ``preempt`` counts each outcome.
 """
 
 from __future__ import annotations
@@ -15,8 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicepipe.clock import now_ns
+from voicepipe.core.chunker import Chunker
 from voicepipe.core.preempt import Decision
-from voicepipe.frames import Frame, MetricsFrame, SpanFrame, TranscriptStable
+from voicepipe.core.tools import Speech
+from voicepipe.frames import Frame, MetricsFrame, SpanFrame, TextChunk, TextDelta, TranscriptStable
 from voicepipe.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -46,7 +62,8 @@ class _Reply:
 
 
 class Preempting(Stage):
-    """Tentative replies of ``LlmStage`` (see its docstring, "Preemptive generation")."""
+    """Tentative replies of ``LlmStage`` (above), and emitting any reply's frames: held
+    while the reply is tentative, pushed otherwise."""
 
     _tentative: _Reply | None
 
@@ -108,3 +125,29 @@ class Preempting(Stage):
             r.held.append(frame)
         else:
             await self.push(frame)
+
+    async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
+        attrs["preempt"] = r.preempt
+        if r.preempt == "kept":
+            attrs["ahead_ms"] = r.ahead_ms
+        await self._emit(
+            r, SpanFrame(turn_id=r.turn, name=name, start_ns=start_ns, end_ns=end_ns, attrs=attrs)
+        )
+
+    async def _say(
+        self, r: _Reply, chunker: Chunker, events: list[Any], said: list[str], calls: list[Any]
+    ) -> None:
+        """Speech events go to the client and the chunker (spoken); calls are collected."""
+        for ev in events:
+            if not isinstance(ev, Speech):
+                calls.append(ev)
+                continue
+            said.append(ev.text)
+            await self._emit(r, TextDelta(turn_id=r.turn, text=ev.text))
+            for chunk in chunker.push(ev.text):
+                if not r.spoken:
+                    await self._span(
+                        r, "llm.first_chunk", r.first_tok_ns, now_ns(), chars=len(chunk)
+                    )
+                r.spoken.append(chunk)
+                await self._emit(r, TextChunk(turn_id=r.turn, text=chunk))
