@@ -172,7 +172,8 @@ class LlmStage(Preempting):
             self.messages.insert(0, {"role": "system", "content": sp})
 
     def _context(self) -> Alerts:
-        if self._alerts is None:
+        if self._alerts is None or self._alerts.loop is not asyncio.get_running_loop():
+            # (``voicepipe chat`` runs each turn in its own event loop)
             latest = lambda: max(self._last_turn, self.current_turn)  # noqa: E731
             self._alerts = Alerts(asyncio.get_running_loop(), self.put, latest)
         return self._alerts

@@ -9,6 +9,7 @@ from typing import Any
 
 from voicepipe.config import Config
 from voicepipe.stages.llm_tools import active_tools, system_prompt
+from voicepipe.tools import Toolbox
 
 
 def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
@@ -17,6 +18,8 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     from voicepipe.spec.sampling import SamplingParams
 
     c = cfg.llm
+    if cfg.tools.enabled:  # a bad [tools] name fails now, before seconds of loading
+        Toolbox.build(cfg.tools.builtin, cfg.tools.user)
     sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
     # 2048 positions: a voice conversation's window (older turns are dropped), and a
     # per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
@@ -27,7 +30,7 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     eng = base.fork()
     # The first session of the process (or the server's preload) computes the system
     # prompt's keys and values, with the tools the template shows; every later one
-    # copies them. A bad [tools] name fails here, at load, not in a session.
+    # copies them.
     tools = active_tools(cfg, eng.tokenizer)
     specs = tools.specs() if tools else None
     eng.share_prefix(system_prefix(eng.tokenizer, system_prompt(cfg, tools), specs))
