@@ -210,6 +210,7 @@ class SessionResult:
     done: bool = False  # the server answered "end" with "done"
     turns: dict[int, TurnResult] = field(default_factory=dict)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # "alert" messages (timers)
     spans: list[SpanRecord] = field(default_factory=list)
     jitter: dict[str, float | int] = field(default_factory=dict)
     input_audio_s: float = 0.0
@@ -453,6 +454,10 @@ class ClientSession:
                     playout.clear(upto_reply=msg.turn_id - 1)
                 elif isinstance(msg, P.Error):
                     res.errors.append({"code": msg.code, "message": msg.message})
+                elif isinstance(msg, P.AlertMsg):
+                    res.alerts.append(
+                        {"turn_id": t, "kind": msg.kind, "text": msg.text, "data": msg.data}
+                    )
                 elif isinstance(msg, P.Done):
                     res.done = True
         except ConnectionClosed:

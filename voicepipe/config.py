@@ -132,6 +132,34 @@ class LlmConfig:
     )
 
 
+# The time-and-date sentence is needed: without it Qwen2.5-Coder-1.5B makes up a time
+# rather than call get_current_time.
+TOOLS_SYSTEM_PROMPT = (
+    "You are a helpful voice assistant. Answer in one to three short spoken sentences. "
+    "Answer questions from what you know. You do not know the current time or date: call "
+    "get_current_time whenever the user asks for the time, the date or the day. Call "
+    "set_timer for timers and calculate for arithmetic, then say the result briefly. You "
+    "have no other tools and no live information: if asked to do anything else (call, send "
+    "a message, play music, control a device, order or book) or for the weather or news, "
+    "say briefly that you can't."
+)
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    # Function calling (voicepipe/tools.py, docs/TOOLS.md). On only where the model's chat
+    # template renders tools (Qwen2.5's does, SmolLM2's does not: there tools stay off).
+    enabled: bool = True
+    builtin: list[str] = field(
+        default_factory=lambda: ["set_timer", "get_current_time", "calculate"]
+    )
+    user: list[str] = field(default_factory=list)  # "module:function" names
+    # Replaces llm.system_prompt while tools are on (that one says there are none).
+    system_prompt: str = TOOLS_SYSTEM_PROMPT
+    max_rounds: int = 2  # tool calls answered per reply before the model must speak
+    timeout_s: float = 5.0  # one tool call's budget
+
+
 @dataclass(frozen=True)
 class TtsConfig:
     backend: str = "codec-lm"  # codec-lm | hibari
@@ -186,6 +214,7 @@ class Config:
     asr: AsrConfig = field(default_factory=AsrConfig)
     turns: TurnsConfig = field(default_factory=TurnsConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
     tts: TtsConfig = field(default_factory=TtsConfig)
     codec: CodecConfig = field(default_factory=CodecConfig)
     output: OutputConfig = field(default_factory=OutputConfig)

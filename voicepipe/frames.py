@@ -184,6 +184,17 @@ class TextChunk(Frame):
 
 
 @dataclass(kw_only=True)
+class Alert(Frame):
+    """Something the assistant announces unasked, e.g. a timer that ended (``kind``
+    "timer"). The LLM stage speaks ``text`` right after it; the server sends the
+    ``alert`` message (docs/PROTOCOL.md)."""
+
+    kind: str
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
 class ReplyAudio(Frame):
     """Reply speech, mono float32 at ``sample_rate``."""
 

@@ -85,6 +85,21 @@ class Inbox:
         return before - len(self._data)
 
 
+class TurnCounter:
+    """One session's turn ids, shared by the stages that begin turns: the ASR (the user
+    speaks) and the LLM (an alert it speaks unasked, e.g. a timer that ended), so that
+    no two replies share a turn. Clients treat a turn's reply as over once it ended, so
+    an alert spoken under an old turn id would be dropped as late."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def next(self, at_least: int = 0) -> int:
+        """A new turn id, above every one given out and above ``at_least``."""
+        self.last = max(self.last, at_least) + 1
+        return self.last
+
+
 class Stage:
     """Base class. Subclasses override ``process`` (and optionally hooks below).
 

@@ -11,7 +11,7 @@ const FLAG_LAST = 1;
 const state = window.voicepipe = {
   status: 'idle', sessionId: null, sentFrames: 0, sentSamples: 0, receivedFrames: 0,
   receivedSamples: 0, receivedPeak: 0, played: 0, nonSilent: 0, stats: {}, playouts: {},
-  transcripts: [], replies: {}, spans: {}, errors: [], closed: null,
+  transcripts: [], replies: {}, spans: {}, errors: [], alerts: [], closed: null,
 };
 
 let ws = null, ctx = null, capture = null, playback = null, stream = null;
@@ -140,6 +140,7 @@ function onMessage(data) {
     case 'span': addSpan(m.turn_id, m.name, m.start_ms, m.duration_ms); break;
     case 'metrics': break;
     case 'error': state.errors.push(m); setStatus(`error ${m.code}: ${m.message}`); break;
+    case 'alert': onAlert(m); break;
     case 'done': setStatus('done'); break;
     default: break;
   }
@@ -159,6 +160,20 @@ function onTranscript(m) {
   }));
 }
 
+// A timer the assistant set has ended: shown here; its words follow as a reply of their
+// own turn (reply_start … reply_end), so the playout speaks them like any reply.
+function onAlert(m) {
+  state.alerts.push(m);
+  const r = reply(m.turn_id);
+  r.alert = true;
+  r.text = r.text || m.text;
+  renderReplies();
+  const d = document.createElement('div');
+  d.textContent = `${new Date().toLocaleTimeString()}: ${m.text}`;
+  $('alerts').replaceChildren(d);
+  setTimeout(() => { if (d.isConnected) d.remove(); }, 30000);
+}
+
 function reply(turn) {
   if (!state.replies[turn]) state.replies[turn] = { text: '', done: false, interrupted: false };
   return state.replies[turn];
@@ -167,7 +182,7 @@ function reply(turn) {
 function renderReplies() {
   $('reply').replaceChildren(...Object.entries(state.replies).slice(-8).map(([, r]) => {
     const d = document.createElement('div');
-    d.className = `turn bot${r.interrupted ? ' cut' : ''}`;
+    d.className = `turn bot${r.interrupted ? ' cut' : ''}${r.alert ? ' alert' : ''}`;
     d.textContent = r.text || '…';
     return d;
   }));

@@ -55,3 +55,25 @@ def test_no_question_is_in_any_training_or_distillation_prompt_list() -> None:
         long = [norm(t) for t in turns if len(norm(t).split()) >= 4]
         inside = [t for t in long for k in keys if f" {t} " in f" {k} "]
         assert not inside, f"inside {name}: {inside[:5]}"
+
+
+def test_the_tool_items_ask_each_builtin_ten_ways_at_least() -> None:
+    # `bench answers --tools`: ≥ 10 phrasings per tool, each a different request, each
+    # naming a built-in and (where it takes any) the arguments a right call gives. The
+    # training-prompt check above covers these turns too (it reads every item's kind).
+    from voicepipe.tools import BUILTINS
+
+    items = load_set(SET_PATH).select(kinds=("tool",))
+    by_tool: dict[str, list[str]] = {}
+    for i in items:
+        assert i.category == "tools" and len(i.turns) == 1, i.id
+        assert i.raw["tool"] in BUILTINS, i.id
+        by_tool.setdefault(i.raw["tool"], []).append(norm(i.turns[0]))
+    assert set(by_tool) == {"set_timer", "get_current_time", "calculate"}
+    for name, asks in by_tool.items():
+        assert len(asks) >= 10 and len(set(asks)) == len(asks), name
+    assert {i.raw.get("seconds") for i in items if i.raw["tool"] == "set_timer"} == {600}
+    assert {i.raw.get("value") for i in items if i.raw["tool"] == "calculate"} == {391}
+    # None of them is a reply item's question either.
+    replies = {norm(t) for i in load_set(SET_PATH).select() for t in i.turns}
+    assert not [a for asks in by_tool.values() for a in asks if a in replies]

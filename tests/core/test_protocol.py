@@ -82,6 +82,12 @@ def _messages() -> list[P.Message]:
         P.Span(turn_id=1, name="llm.ttft", start_ms=1.0, duration_ms=2.5, attrs={"k": [1, "a"]}),
         P.Metrics(turn_id=1, source="llm", values={"accepted": 3.0}),
         P.Error(code="stage_error", message="boom", fatal=True),
+        P.AlertMsg(
+            turn_id=2,
+            kind="timer",
+            text="Your 10 minute timer is done.",
+            data={"id": "t1", "seconds": 600.0, "label": ""},
+        ),  # fmt: skip
         P.Done(),
     ]
 

@@ -399,3 +399,18 @@ async def test_the_engine_a_stage_built_goes_when_it_stops(cfg, engine) -> None:
         assert given.engine is not None and caches[given]() is not None
     finally:
         gc.enable()
+
+
+async def test_tools_are_off_cleanly_where_the_template_has_none(cfg, engine) -> None:
+    # SmolLM2's chat template renders no tools: [tools] on or not, the stage runs as
+    # before (its system prompt, no tool block, no call splitting).
+    assert cfg.tools.enabled and not engine.tokenizer.supports_tools
+    stage = LlmStage(cfg, engine.fork())
+    assert stage.tools is None
+    assert stage.messages == [{"role": "system", "content": cfg.llm.system_prompt}]
+    got = await _run(
+        stage,
+        [TranscriptFinal(turn_id=1, text="What time is it?")],
+        lambda f, got: isinstance(f, TextChunk) and f.last,
+    )
+    assert not [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tool"]

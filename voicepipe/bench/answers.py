@@ -25,6 +25,14 @@ draft is trained for SmolLM2-135M only).
 
 ``--rescore RESULT.json`` runs no model: it judges the replies recorded in an
 earlier run's JSON again by the set's current checks (after a check is fixed).
+
+Tools (``[tools]``) are off in this run: the refusal items ask for what an
+assistant without tools cannot do. ``--tools`` asks the set's tool items
+instead (kind ``tool``: timers, the time, arithmetic) with tools on, and scores
+per tool the share of requests whose first call (the ``llm.tool`` span's
+attrs) is the right tool with the right arguments (``core.tools.judge_calls``);
+``speech_with_call_text`` counts replies whose spoken text shows a call's JSON
+or tags (it should be 0).
 """
 
 from __future__ import annotations
@@ -59,6 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-items", action="store_true", help="leave per-item replies out")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
+        "--tools", action="store_true", help="ask the tool items with tools on: per-tool scores"
+    )
+    p.add_argument(
         "--rescore",
         default="",
         metavar="RESULT.json",
@@ -85,10 +96,15 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
     from voicepipe.frames import SpanFrame
 
     spans: dict[str, SpanFrame] = {}
+    calls: list[dict[str, Any]] = []  # every llm.tool span's calls, in order
+    tool_ms: list[float] = []
 
     async def sink(f) -> None:  # noqa: ANN001
         if isinstance(f, SpanFrame):
             spans[f.name] = f
+            if f.name == "llm.tool":
+                calls.extend(f.attrs.get("calls", []))
+                tool_ms.append(round(f.duration_ms, 1))
 
     stage.push = sink
     reply = await stage.reply(turn, text)
@@ -102,12 +118,15 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
         "decode_ms": float(tpot.attrs["decode_ms"]) if tpot else 0.0,
         # the whole prompt: system prompt, earlier turns (the stage's memory) and this one
         "prompt_tokens": int(ttft.attrs["prompt_tokens"]) if ttft else 0,
+        "calls": calls,
+        "tool_ms": tool_ms,  # each tool round: writing the call, running it, its results in
     }
 
 
 async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN001
     """Ask every item of ``items`` through a real LlmStage built from ``cfg``."""
     from voicepipe.core.answers import Tally
+    from voicepipe.core.tools import judge_calls
     from voicepipe.stages.llm import LlmStage, engine_for
 
     t0 = time.perf_counter()
@@ -122,9 +141,12 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
     dec_tokens = 0
     dec_ms = 0.0
     cut = 0
+    leaked = 0
     t_all = time.perf_counter()
     for item in items:
         stage = LlmStage(cfg, base.fork())  # a new session: own conversation and KV cache
+        if item.kind == "tool" and stage.tools is None:
+            raise ValueError(f"{cfg.llm.model}: its chat template does not render tools")
         turns = []
         for n, text in enumerate(item.turns, 1):
             r = await _ask(stage, n, text)
@@ -137,8 +159,14 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
             if r["tokens"] > 1:
                 dec_tokens += r["tokens"] - 1
                 dec_ms += r["decode_ms"]
-        ok, why = item.check.verdict(turns[-1]["reply"])
-        tally.add(item.category, ok)
+        await stage.stop()  # a session's timers end with it
+        if item.kind == "tool":
+            ok, why = judge_calls(item.raw, turns[-1]["calls"])
+            tally.add(str(item.raw.get("tool")), ok)  # scored per tool
+            leaked += any(_shows_call(t["reply"]) for t in turns)
+        else:
+            ok, why = item.check.verdict(turns[-1]["reply"])
+            tally.add(item.category, ok)
         rows.append(
             {
                 "id": item.id,
@@ -149,6 +177,11 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
                 "replies": [t["reply"] for t in turns],
                 "tokens": [t["tokens"] for t in turns],
                 "prompt_tokens": [t["prompt_tokens"] for t in turns],
+                **(
+                    {"calls": turns[-1]["calls"], "tool_ms": turns[-1]["tool_ms"]}
+                    if item.kind == "tool"
+                    else {}
+                ),
             }
         )
         if log:
@@ -172,13 +205,22 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
         "wall_s": round(time.perf_counter() - t_all, 1),
         "items": rows,
     }
+    if any(i.kind == "tool" for i in items):
+        out["by_tool"] = out.pop("by_category")
+        out["speech_with_call_text"] = leaked
     return out
+
+
+def _shows_call(reply: str) -> bool:
+    """A spoken reply that carries a call's tags or JSON (the splitter should stop it)."""
+    return "tool_call" in reply or '"name"' in reply or "{" in reply
 
 
 def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - QuestionSet
     """An earlier run's JSON with every recorded reply judged again by ``qset``'s checks
     (after a check was fixed: the replies do not depend on the checks)."""
     from voicepipe.core.answers import Tally
+    from voicepipe.core.tools import judge_calls
 
     items = {i.id: i for i in qset.items}
     for row in result["models"]:
@@ -191,9 +233,15 @@ def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - Q
                 raise ValueError(f"item {r['id']!r} is no longer in the set")
             if list(item.turns) != r.get("turns", list(item.turns)):
                 raise ValueError(f"item {r['id']!r} asks something else now: run it again")
-            r["pass"], r["why"] = item.check.verdict(r["replies"][-1])
-            tally.add(item.category, r["pass"])
+            if item.kind == "tool":
+                r["pass"], r["why"] = judge_calls(item.raw, r.get("calls", []))
+                tally.add(str(item.raw.get("tool")), r["pass"])
+            else:
+                r["pass"], r["why"] = item.check.verdict(r["replies"][-1])
+                tally.add(item.category, r["pass"])
         row.update(tally.as_dict())
+        if "by_tool" in row:
+            row["by_tool"] = row.pop("by_category")
     result["rescored"] = True
     return result
 
@@ -210,14 +258,16 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe import registry
     from voicepipe.bench.llm import _cpu
-    from voicepipe.core.answers import SetError
+    from voicepipe.core.answers import REPLY, SetError
 
     torch.set_num_threads(args.threads)
     cfg = args.config
+    # Tools on only for the tool items: the plain set's refusals assume none.
+    cfg = dataclasses.replace(cfg, tools=dataclasses.replace(cfg.tools, enabled=args.tools))
     try:
         qset = load_set(args.set)
         cats = [c for c in args.category.split(",") if c] or None
-        items = qset.select(categories=cats)
+        items = qset.select(kinds=("tool",) if args.tools else (REPLY,), categories=cats)
     except (OSError, SetError, ValueError) as e:
         print(f"voicepipe bench answers: {e}", file=sys.stderr)
         return 2
@@ -243,7 +293,8 @@ def run(args: argparse.Namespace) -> int:
             "categories": sorted({i.category for i in items}),
         },
         "llm": {
-            "system_prompt": cfg.llm.system_prompt,
+            "system_prompt": cfg.tools.system_prompt if args.tools else cfg.llm.system_prompt,
+            "tools": args.tools,
             "max_new_tokens": cfg.llm.max_new_tokens,
             "temperature": cfg.llm.temperature,
         },
@@ -253,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
         mcfg = model_config(cfg, name, args.drafter)
         try:
             row = asyncio.run(run_model(mcfg, items, log))
-        except (registry.ModelError, FileNotFoundError) as e:
+        except (registry.ModelError, FileNotFoundError, ValueError) as e:
             print(f"voicepipe bench answers: {name}: {e}", file=sys.stderr)
             return 2
         if args.no_items:

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.frames import Frame, TextChunk, TextDelta
     from voicepipe.registry import ModelError
     from voicepipe.stages.llm import LlmStage, engine_for
+    from voicepipe.tools import ToolError
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         t0 = time.perf_counter()
         engine = engine_for(cfg)
-    except (ModelError, FileNotFoundError) as e:
+    except (ModelError, FileNotFoundError, ToolError) as e:
         print(f"voicepipe chat: {e}", file=sys.stderr)
         return 2
     print(

@@ -46,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from voicepipe.pipelines import PipelineError
+    from voicepipe.tools import ToolError
 
     try:
         return asyncio.run(_serve(args))
-    except PipelineError as e:
+    except (PipelineError, ToolError) as e:
         print(f"voicepipe serve: {e}", file=sys.stderr)
         return 2
     except OSError as e:

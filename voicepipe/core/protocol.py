@@ -338,6 +338,19 @@ class Error(Message):
 
 
 @dataclass(frozen=True, kw_only=True)
+class AlertMsg(Message):
+    """Something the assistant announces unasked (``kind`` "timer": a timer set by a tool
+    ended). ``text`` is what it says; the same words follow as reply ``turn_id``'s audio.
+    ``data``: for a timer, ``id``, ``seconds`` and ``label``."""
+
+    TYPE: ClassVar[str] = "alert"
+    turn_id: int
+    kind: str
+    text: str
+    data: dict[str, Json] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Done(Message):
     """Answer to "end": every reply has been sent; a 1000 close follows."""
 
@@ -359,6 +372,7 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         Span,
         Metrics,
         Error,
+        AlertMsg,
         Done,
     )
 }

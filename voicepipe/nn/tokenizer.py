@@ -8,11 +8,16 @@ split regex with single digits). Control tokens (``<|im_start|>`` …) are
 special tokens so they are matched whole and never split.
 
 The chat template the GGUF carries is rendered with jinja2 in a sandbox,
-with the same options as Hugging Face (trim_blocks, lstrip_blocks).
+with the same options as Hugging Face (trim_blocks, lstrip_blocks) and its
+``tojson`` (keys in the given order, no HTML escaping: Qwen2.5's template
+renders tool schemas and calls with it, and the model learnt that form).
+A template that reads a ``tools`` variable supports function calling
+(``supports_tools``); tools are rendered by the template itself.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -63,6 +68,7 @@ class ChatTokenizer:
         tok.add_special_tokens(specials)
         self.tok = tok
         self.tokens = tokens
+        self._vocab = vocab
         self.special_ids = {vocab[s.content] for s in specials}
         self.bos_id: int | None = meta.get("tokenizer.ggml.bos_token_id")
         self.eos_id: int | None = meta.get("tokenizer.ggml.eos_token_id")
@@ -91,33 +97,57 @@ class ChatTokenizer:
         """The raw bytes one token stands for (byte-level BPE symbols → bytes)."""
         return bytes(_UNICODE_TO_BYTE[c] for c in self.tokens[token] if c in _UNICODE_TO_BYTE)
 
-    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """Render the GGUF's chat template (a plain ChatML fallback when it has none)."""
+    @property
+    def supports_tools(self) -> bool:
+        """Whether the chat template renders a ``tools`` list (function calling)."""
+        return bool(self.template) and "tools" in _variables(self.template or "")
+
+    def id_of(self, token: str) -> int | None:
+        return self._vocab.get(token)
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """Render the GGUF's chat template (a plain ChatML fallback when it has none);
+        ``tools``: OpenAI-style function entries, for a template that supports them."""
+        if tools and not self.supports_tools:
+            raise TokenizerError("this model's chat template does not render tools")
         if not self.template:
             out = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
             return out + ("<|im_start|>assistant\n" if add_generation_prompt else "")
         return _compile(self.template).render(
             messages=messages,
             add_generation_prompt=add_generation_prompt,
+            tools=tools or None,
             bos_token=self.tokens[self.bos_id] if self.bos_id is not None else "",
             eos_token=self.tokens[self.eos_id] if self.eos_id is not None else "",
         )
 
     def chat_ids(
-        self, messages: list[dict[str, str]], add_generation_prompt: bool = True
+        self,
+        messages: list[dict[str, Any]],
+        add_generation_prompt: bool = True,
+        tools: list[dict[str, Any]] | None = None,
     ) -> list[int]:
-        return self.encode(self.render(messages, add_generation_prompt), add_bos=False)
+        return self.encode(self.render(messages, add_generation_prompt, tools), add_bos=False)
 
 
 class StreamDecoder:
-    """Turns a token stream into text deltas without splitting UTF-8 characters."""
+    """Turns a token stream into text deltas without splitting UTF-8 characters.
 
-    def __init__(self, tok: ChatTokenizer) -> None:
+    Special tokens give no text, except those in ``keep`` (e.g. ``<tool_call>``, which
+    the LLM stage must see to hold a call's JSON back from speech)."""
+
+    def __init__(self, tok: ChatTokenizer, keep: frozenset[int] = frozenset()) -> None:
         self.tok = tok
+        self.keep = keep
         self.buf = b""
 
     def push(self, token: int) -> str:
-        if token in self.tok.special_ids:
+        if token in self.tok.special_ids and token not in self.keep:
             return ""
         self.buf += self.tok.token_bytes(token)
         try:
@@ -135,19 +165,42 @@ class StreamDecoder:
 
 
 _TEMPLATES: dict[str, Any] = {}
+_VARIABLES: dict[str, set[str]] = {}
+
+
+def _env() -> Any:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(msg: str) -> None:
+        raise TokenizerError(f"chat template: {msg}")
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None,
+               separators: Any = None, sort_keys: bool = False) -> str:  # fmt: skip
+        # Hugging Face's filter (jinja2's own sorts keys and escapes <, >, &, ').
+        return json.dumps(
+            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        )
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    env.filters["tojson"] = tojson
+    return env
 
 
 def _compile(source: str) -> Any:
     if source not in _TEMPLATES:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(msg: str) -> None:
-            raise TokenizerError(f"chat template: {msg}")
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
-        _TEMPLATES[source] = env.from_string(source)
+        _TEMPLATES[source] = _env().from_string(source)
     return _TEMPLATES[source]
+
+
+def _variables(source: str) -> set[str]:
+    """The template's free variables (``messages``, ``tools``, …)."""
+    if source not in _VARIABLES:
+        from jinja2 import meta
+
+        env = _env()
+        _VARIABLES[source] = set(meta.find_undeclared_variables(env.parse(source)))
+    return _VARIABLES[source]
 
 
 def _bytes_to_unicode() -> dict[int, str]:

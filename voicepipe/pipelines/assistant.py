@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from voicepipe.config import Config
 from voicepipe.pipelines import SessionInfo
-from voicepipe.stage import Stage
+from voicepipe.stage import Stage, TurnCounter
 
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
@@ -33,7 +33,14 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.tts import TTSStage
     from voicepipe.stages.turns import BargeIn
 
-    return [AsrStage(cfg), BargeIn(), LlmStage(cfg), TTSStage(cfg), OutputStage(cfg, session)]
+    turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
+    return [
+        AsrStage(cfg, turns=turns),
+        BargeIn(),
+        LlmStage(cfg, turns=turns),
+        TTSStage(cfg),
+        OutputStage(cfg, session),
+    ]
 
 
 def preload(cfg: Config) -> None:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from voicepipe.config import Config
 from voicepipe.pipelines import SessionInfo
-from voicepipe.stage import Stage
+from voicepipe.stage import Stage, TurnCounter
 
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
     from voicepipe.stages.llm import LlmStage
 
-    return [AsrStage(cfg), LlmStage(cfg)]
+    turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
+    return [AsrStage(cfg, turns=turns), LlmStage(cfg, turns=turns)]

@@ -28,6 +28,7 @@ from voicepipe.core import protocol as P
 from voicepipe.core.admission import Ticket
 from voicepipe.core.session_rules import ServerLimits, ServerRules
 from voicepipe.frames import (
+    Alert,
     AudioIn,
     ErrorFrame,
     Frame,
@@ -453,6 +454,9 @@ class Session:
             if frame.fatal:
                 self._set_close(P.CLOSE_INTERNAL_ERROR, f"pipeline error: {frame.code}")
                 self._ended.set()
+        elif isinstance(frame, Alert):
+            data = _json_attrs(frame.data)
+            await self._send_msg(P.AlertMsg(turn_id=t, kind=frame.kind, text=frame.text, data=data))
         elif isinstance(frame, InputEnd):
             await self._send_msg(P.Done())
             self._ended.set()

@@ -64,7 +64,7 @@ from voicepipe.frames import (
 )
 from voicepipe.nn.asr import Hypothesis, WhisperAsr
 from voicepipe.nn.vad import CHUNK, SileroVad
-from voicepipe.stage import Stage
+from voicepipe.stage import Stage, TurnCounter
 
 log = logging.getLogger(__name__)
 SR = 16000  # what Silero and Whisper consume
@@ -120,7 +120,12 @@ class AsrStage(Stage):
     name = "asr"
 
     def __init__(
-        self, cfg: Config, *, asr: WhisperAsr | None = None, partials: bool = True
+        self,
+        cfg: Config,
+        *,
+        asr: WhisperAsr | None = None,
+        partials: bool = True,
+        turns: TurnCounter | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -138,6 +143,7 @@ class AsrStage(Stage):
         self._resampler = None
         self._in_rate = SR
         self._turn_seq = 0
+        self.turns = turns or TurnCounter()  # shared with the LLM stage (its alerts' turns)
         self._turn: _Turn | None = None  # the open turn
         self._last_end_idx = 0  # where the previous turn's audio stopped
         self._pending: list[_Turn] = []  # ended turns whose final is not out yet
@@ -269,7 +275,7 @@ class AsrStage(Stage):
                 # Keep finals in turn order: the previous turn's final goes out first.
                 for turn in list(self._pending):
                     await turn.done.wait()
-                self._turn_seq = max(self._turn_seq, self.current_turn) + 1
+                self._turn_seq = self.turns.next(max(self._turn_seq, self.current_turn))
                 onset = self._idx(ev.onset_media_ns)
                 # The pre-roll never reaches back into the previous turn (after a max-length
                 # cut the next turn starts right away: its words must not be heard twice).

@@ -25,22 +25,23 @@ ending at the last token (mean time per output token after the first; the
 token count and whole decode time ride in its attrs). A MetricsFrame carries
 tpot_ms and the speculation metrics.
 
-Preemptive generation (core/preempt.py, ``turns.preempt``): a
-``TranscriptStable`` starts a *tentative* reply in a background task while
-the endpointer still waits. Everything it would push (text, chunks, spans,
-metrics) is held here, so the TTS, the client and the conversation memory see
-nothing of it, until the ``TranscriptFinal``: if it agrees the held frames go
-out at once and the reply continues as this stage's work (an Interrupt stops
-it as usual); otherwise (or on ``SpeechResumed``, a newer stable text, or an
-Interrupt) the task is cancelled and its frames dropped, and a differing
-final is answered the normal way. The engine's KV cache needs no undo: the
-next prompt reuses only its common prefix. Every span carries
-``attrs["preempt"]``: ``off`` (no tentative reply for the turn), ``kept`` or
-``cancelled`` (a tentative reply was dropped and this is the normal one); a
-MetricsFrame with source ``preempt`` counts each outcome.
+Preemptive generation (core/preempt.py, ``turns.preempt``): a tentative reply
+starts on a ``TranscriptStable`` and is held until the final transcript agrees;
+see voicepipe/stages/llm_preempt.py.
 
 The conversation holds committed turns only; a reply is found again by its
 turn (``set_heard``), by identity, so dropping old turns shifts nothing.
+
+Tools (``[tools]``, docs/TOOLS.md; on where the chat template renders them):
+the tools block is part of the prefix-cached system prefix; the reply's text
+passes through a ``core.tools.CallSplitter``, so a call's tags and JSON never
+reach the deltas, the chunker or the TTS. When the model stops after calls
+they run (stages/llm_tools.py), the call and the results join the prompt, and
+decoding goes on into the spoken answer (at most ``tools.max_rounds`` rounds).
+Span ``llm.tool``: first token of a round's calls → first token after their
+results. A tentative reply runs no tool before the final transcript confirms
+it. A timer that ends puts an ``Alert`` into this stage's inbox: pushed on, then
+spoken as a one-chunk reply of a new turn (the ``TurnCounter`` shared with the ASR).
 """
 
 from __future__ import annotations
@@ -49,98 +50,64 @@ import asyncio
 import logging
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from typing import Any
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.chunker import Chunker
-from voicepipe.core.preempt import Decision, Preemption
+from voicepipe.core.preempt import Preemption
+from voicepipe.core.tools import FORCED_CALL, BadCall, CallSplitter, Speech, ToolCall
 from voicepipe.frames import (
+    Alert,
     Cancel,
     Frame,
     Interrupt,
     MetricsFrame,
     ReplyHeard,
-    SpanFrame,
     SpeechResumed,
     SystemFrame,
     TextChunk,
-    TextDelta,
     TranscriptFinal,
     TranscriptStable,
 )
-from voicepipe.stage import Stage
+from voicepipe.stage import TurnCounter
+from voicepipe.stages.llm_engine import engine_for, system_prefix
+from voicepipe.stages.llm_preempt import Preempting, _Reply
+from voicepipe.stages.llm_tools import (
+    Alerts,
+    Round,
+    active_tools,
+    run_round,
+    system_prompt,
+    tag_ids,
+)
+from voicepipe.tools import Toolbox
 
 log = logging.getLogger(__name__)
 _DONE = object()
 _KEEP_REPLIES = 16  # turns whose reply set_heard can still find
 
 
-def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
-    """A per-session engine over process-wide shared weights."""
-    from voicepipe.nn.engine import load_engine
-    from voicepipe.spec.sampling import SamplingParams
-
-    c = cfg.llm
-    sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
-    # 2048 positions: a voice conversation's window (older turns are dropped), and a
-    # per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
-    base = load_engine(
-        c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
-        reply_store=c.reply_store, prefix_cache=c.prefix_cache,
-        prefill_threads=c.prefill_threads,
-    )  # fmt: skip
-    eng = base.fork()
-    # The first session of the process (or the server's preload) computes the system
-    # prompt's keys and values; every later one copies them.
-    eng.share_prefix(system_prefix(eng.tokenizer, c.system_prompt))
-    return eng
-
-
-def system_prefix(tokenizer, system_prompt: str) -> list[int]:  # noqa: ANN001 (ChatTokenizer)
-    """The tokens every prompt of a conversation starts with: the rendered system prompt
-    and whatever the chat template puts before the user's words. Found as the common
-    prefix of two renders that differ only in those words, so a template that renders
-    its turns unusually shares what is really common and no more."""
-    from voicepipe.nn.target import _common_prefix
-
-    head = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    a = tokenizer.chat_ids([*head, {"role": "user", "content": "Hello."}])
-    b = tokenizer.chat_ids([*head, {"role": "user", "content": "2"}])
-    return a[: _common_prefix(a, b)]
-
-
-@dataclass
-class _Reply:
-    """One reply being generated; while ``held`` is a list its output waits there."""
-
-    turn: int
-    text: str  # the user's words it answers
-    request_ns: int
-    preempt: str = "off"  # span attr: off | tentative → kept | cancelled
-    held: list[Frame] | None = None
-    spoken: list[str] = field(default_factory=list)  # chunks handed to the TTS (or held)
-    task: asyncio.Task[None] | None = None
-    cancelled: bool = False
-    remembered: bool = False
-    ahead_ms: float = 0.0  # kept: how long before the final transcript it started
-
-    @property
-    def tentative(self) -> bool:
-        return self.preempt == "tentative"
-
-
-class LlmStage(Stage):
+class LlmStage(Preempting):
     name = "llm"
 
-    def __init__(self, cfg: Config, engine: object | None = None) -> None:
+    def __init__(
+        self, cfg: Config, engine: object | None = None, turns: TurnCounter | None = None
+    ) -> None:
         super().__init__(queue_size=16)
         self.cfg = cfg
         self.engine = engine
         self._owns_engine = engine is None  # built in start(): released in stop()
-        self.messages: list[dict[str, str]] = []
+        self.messages: list[dict[str, Any]] = []
         if cfg.llm.system_prompt:
             self.messages.append({"role": "system", "content": cfg.llm.system_prompt})
+        self.tools: Toolbox | None = None
+        self._specs: list[dict[str, Any]] | None = None
+        self._alerts: Alerts | None = None
+        self._last_turn = 0  # the latest turn seen
+        self.turns = turns  # shared with the ASR: an alert's own turn id
+        if engine is not None:
+            self._setup_tools()
         # One model pass at a time per session, even when a cancelled step is still running.
         self._lock = threading.Lock()
         self.last_metrics: dict[str, float | int | list[float]] = {}
@@ -155,7 +122,7 @@ class LlmStage(Stage):
 
         Returns False when the turn's reply is no longer in the conversation.
         """
-        msg = self._reply_of.get(turn)
+        msg = self._reply_of.get(turn)  # (a tool round's messages stay as they were)
         if msg is None or not any(m is msg for m in self.messages):
             return False
         msg["content"] = text
@@ -167,18 +134,19 @@ class LlmStage(Stage):
             return
         r.remembered = True
         reply = {"role": "assistant", "content": " ".join(r.spoken)}
-        self.messages += [{"role": "user", "content": r.text}, reply]
+        self.messages += [{"role": "user", "content": r.text}, *r.tool_msgs, reply]
         self._reply_of[r.turn] = reply
         while len(self._reply_of) > _KEEP_REPLIES:
             del self._reply_of[min(self._reply_of)]
 
-    def _prompt(self, user_text: str) -> list[int]:
+    def _prompt(self, user_text: str, extra: list[dict[str, Any]] | None = None) -> list[int]:
         eng = self.engine
         budget = eng.target.max_len - self.cfg.llm.max_new_tokens - 8  # type: ignore[attr-defined]
         first_turn = 1 if self.messages and self.messages[0]["role"] == "system" else 0
+        kw = {"tools": self._specs} if self._specs else {}
         while True:
-            msgs = [*self.messages, {"role": "user", "content": user_text}]
-            ids = eng.tokenizer.chat_ids(msgs)  # type: ignore[attr-defined]
+            msgs = [*self.messages, {"role": "user", "content": user_text}, *(extra or [])]
+            ids = eng.tokenizer.chat_ids(msgs, **kw)  # type: ignore[attr-defined]
             if len(ids) <= budget or len(self.messages) <= first_turn:
                 return ids[-budget:]
             # Forget the oldest turn: its question and its answer together, so the history
@@ -189,9 +157,31 @@ class LlmStage(Stage):
 
     # ------------------------------------------------------------ stage hooks
 
+    def _setup_tools(self) -> None:
+        """Tools on or off for this session's engine, and the system prompt to match."""
+        tok = getattr(self.engine, "tokenizer", None)
+        self.tools = active_tools(self.cfg, tok) if tok is not None else None
+        self._specs = self.tools.specs() if self.tools else None
+        sp = system_prompt(self.cfg, self.tools)
+        has = bool(self.messages) and self.messages[0]["role"] == "system"
+        if has and sp:
+            self.messages[0]["content"] = sp
+        elif has:
+            del self.messages[0]
+        elif sp:
+            self.messages.insert(0, {"role": "system", "content": sp})
+
+    def _context(self) -> Alerts:
+        if self._alerts is None or self._alerts.loop is not asyncio.get_running_loop():
+            # (``voicepipe chat`` runs each turn in its own event loop)
+            latest = lambda: max(self._last_turn, self.current_turn)  # noqa: E731
+            self._alerts = Alerts(asyncio.get_running_loop(), self.put, latest)
+        return self._alerts
+
     async def start(self) -> None:
         if self.engine is None:
             self.engine = await asyncio.to_thread(engine_for, self.cfg)
+            self._setup_tools()
         elif hasattr(self.engine, "share_prefix"):  # an engine given: its caches may be cold
             await asyncio.to_thread(self._share_prefix)
 
@@ -199,9 +189,11 @@ class LlmStage(Stage):
         eng = self.engine
         sys_prompt = self.messages[0]["content"] if self.messages else ""
         with self._lock:
-            eng.share_prefix(system_prefix(eng.tokenizer, sys_prompt))  # type: ignore[attr-defined]
+            eng.share_prefix(system_prefix(eng.tokenizer, sys_prompt, self._specs))  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
+        if self._alerts is not None:
+            self._alerts.cancel_all()  # a session's timers end with it
         if self._tentative is not None:
             await self._cancel(self._tentative, "end")
         if self._owns_engine:
@@ -223,6 +215,16 @@ class LlmStage(Stage):
             return next(gen, _DONE)
 
     async def process(self, frame: Frame) -> None:
+        self._last_turn = max(self._last_turn, frame.turn_id)
+        if isinstance(frame, Alert):  # a timer ended: tell the client, then say it
+            latest = max(frame.turn_id, self._last_turn, self.current_turn)
+            # A reply of its own (a new turn id) where the ASR shares its turn counter;
+            # else (no ASR: bench, chat) the latest turn's.
+            frame.turn_id = self.turns.next(latest) if self.turns is not None else latest
+            self._last_turn = frame.turn_id
+            await self.push(frame)
+            await self.push(TextChunk(turn_id=frame.turn_id, text=frame.text, last=True))
+            return
         if isinstance(frame, TranscriptStable):  # between ASR and here only: not pushed on
             await self._apply(
                 self.preempt.on_stable(frame.turn_id, frame.text.strip()), frame.turn_id, frame
@@ -251,60 +253,6 @@ class LlmStage(Stage):
             preempt="cancelled" if d.cancel == frame.turn_id else "off",
         )
 
-    # ------------------------------------------------------------ preemption
-
-    async def _apply(self, d: Decision, turn: int, stable: TranscriptStable | None = None) -> None:
-        if d.cancel is not None and self._tentative is not None:
-            r, self._tentative = self._tentative, None
-            await self._cancel(r, "preempt")
-        if d.start is not None and stable is not None:
-            r = _Reply(turn, d.start, stable.t_ns, preempt="tentative", held=[])
-            r.task = asyncio.create_task(self._generate(r), name=f"llm:tentative:{turn}")
-            self._tentative = r
-
-    async def _cancel(self, r: _Reply, reason: str) -> None:
-        r.cancelled = True
-        r.held = None
-        task = r.task
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})  # raises only if this stage itself is being cancelled
-            if not task.cancelled() and task.exception() is not None:
-                # A reply nobody will hear failed: worth a log line, not the session.
-                log.warning("tentative reply failed: %r", task.exception())
-        await self.push(MetricsFrame(turn_id=r.turn, source="preempt", values={"cancelled": 1}))
-
-    async def _commit(self, r: _Reply, final_ns: int) -> None:
-        """The final agreed: release what the tentative reply held, in order, at once."""
-        r.preempt = "kept"
-        r.ahead_ms = round((final_ns - r.request_ns) / 1e6, 1)  # started this long before the final
-        await self.push(
-            MetricsFrame(
-                turn_id=r.turn, source="preempt", values={"kept": 1, "ahead_ms": r.ahead_ms}
-            )
-        )
-        while r.held:  # the task may add more while a push waits
-            f = r.held.pop(0)
-            if isinstance(f, SpanFrame):
-                f.attrs["preempt"] = "kept"
-                f.attrs["ahead_ms"] = r.ahead_ms
-                if f.name == "llm.first_chunk":  # handed to the TTS now, not when it was ready
-                    f.attrs["ready_ms"] = round(f.duration_ms, 3)
-                    f.end_ns = max(f.end_ns, now_ns())
-            await self.push(f)
-        r.held = None
-        assert r.task is not None
-        if r.task.done():
-            self._remember(r)
-
-    async def _emit(self, r: _Reply, frame: Frame) -> None:
-        if r.cancelled:
-            return
-        if r.held is not None:
-            r.held.append(frame)
-        else:
-            await self.push(frame)
-
     # ------------------------------------------------------------ generation
 
     async def reply(
@@ -329,14 +277,6 @@ class LlmStage(Stage):
             n += 1
         return n
 
-    async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
-        attrs["preempt"] = r.preempt
-        if r.preempt == "kept":
-            attrs["ahead_ms"] = r.ahead_ms
-        await self._emit(
-            r, SpanFrame(turn_id=r.turn, name=name, start_ns=start_ns, end_ns=end_ns, attrs=attrs)
-        )
-
     async def _generate(self, r: _Reply) -> None:
         from voicepipe.nn.tokenizer import StreamDecoder
 
@@ -347,10 +287,8 @@ class LlmStage(Stage):
         target = getattr(eng, "target", None)
         counts0 = (getattr(target, "prefilled", 0), getattr(target, "shared", 0))
         chunks = await self._prefill(ids)
-        dec = eng.decoder()  # type: ignore[attr-defined]
         stop = eng.tokenizer.stop_ids  # type: ignore[attr-defined]
-        gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
-        stream = StreamDecoder(eng.tokenizer)  # type: ignore[attr-defined]
+        keep = tag_ids(eng.tokenizer) if self.tools else frozenset()  # type: ignore[attr-defined]
         chunker = Chunker(
             first_min_words=self.cfg.llm.first_min_words,
             first_break_words=self.cfg.llm.first_break_words,
@@ -358,37 +296,80 @@ class LlmStage(Stage):
         spoken = r.spoken
         first_tok_ns = last_tok_ns = 0
         n_tokens = 0
+        tool_ns = 0  # time in tool rounds: not decode time (llm.tpot)
+        rounds = 0
+        rnd: Round | None = None  # the round whose answer's first token ends llm.tool
+        forced = ""  # a call's opening, put in the model's mouth (see below)
+        call_ns = 0
+        dec = eng.decoder()  # type: ignore[attr-defined]
         try:
-            while True:
-                step = await asyncio.to_thread(self._step, gen)
-                if step is _DONE:
-                    break
-                t = now_ns()
-                assert isinstance(step, list)
-                n_tokens += len(step)
-                if not first_tok_ns:
-                    first_tok_ns = t
-                    prefilled = getattr(target, "prefilled", 0) - counts0[0]
-                    shared = getattr(target, "shared", 0) - counts0[1]
-                    await self._span(
-                        r, "llm.ttft", r.request_ns, t, prompt_tokens=len(ids),
-                        prefilled=prefilled,  # run through the model for this turn
-                        shared=shared,  # copied from the process-wide prefix cache
-                        reused=len(ids) - prefilled - shared,  # held by the session's cache
-                        prefill_chunks=chunks,
-                    )  # fmt: skip
-                last_tok_ns = t
-                delta = "".join(stream.push(tok) for tok in step)
-                if not delta:
-                    continue
-                await self._emit(r, TextDelta(turn_id=turn, text=delta))
-                for chunk in chunker.push(delta):
-                    if not spoken:
+            while True:  # one pass per tool round: the model stops after its calls
+                gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
+                stream = StreamDecoder(eng.tokenizer, keep)  # type: ignore[attr-defined]
+                split = CallSplitter() if self.tools else None  # calls never reach speech
+                said: list[str] = []  # this pass's text, spoken or not yet
+                calls: list[ToolCall | BadCall] = []
+                if split is not None and forced:
+                    split.push(forced)
+                while True:
+                    step = await asyncio.to_thread(self._step, gen)
+                    if step is _DONE:
+                        break
+                    t = now_ns()
+                    assert isinstance(step, list)
+                    n_tokens += len(step)
+                    if not first_tok_ns:
+                        first_tok_ns = r.first_tok_ns = t
+                        prefilled = getattr(target, "prefilled", 0) - counts0[0]
+                        shared = getattr(target, "shared", 0) - counts0[1]
                         await self._span(
-                            r, "llm.first_chunk", first_tok_ns, now_ns(), chars=len(chunk)
-                        )
-                    spoken.append(chunk)
-                    await self._emit(r, TextChunk(turn_id=turn, text=chunk))
+                            r, "llm.ttft", r.request_ns, t, prompt_tokens=len(ids),
+                            prefilled=prefilled,  # run through the model for this turn
+                            shared=shared,  # copied from the process-wide prefix cache
+                            reused=len(ids) - prefilled - shared,  # held by the session's cache
+                            prefill_chunks=chunks,
+                        )  # fmt: skip
+                    if rnd is not None:  # the first token after a tool round's results
+                        tool_ns += t - rnd.started_ns
+                        await self._span(r, "llm.tool", rnd.started_ns, t, **rnd.span_attrs())
+                        rnd = None
+                    last_tok_ns = t
+                    delta = "".join(stream.push(tok) for tok in step)
+                    if not delta:
+                        continue
+                    if split is None:
+                        events: list[Any] = [Speech(delta)]
+                    else:
+                        before = split.calls
+                        events = split.push(delta)
+                        if split.calls > before and not call_ns:
+                            call_ns = t
+                    await self._say(r, chunker, events, said, calls)
+                if split is not None:
+                    await self._say(r, chunker, split.flush(), said, calls)
+                if not calls or rounds >= self.cfg.tools.max_rounds:
+                    break  # (past max_rounds further calls are dropped: the reply ends)
+                if not forced and all(isinstance(c, BadCall) and not c.raw for c in calls):
+                    # Empty call tags ("<tools></tools>"): the model meant to call but
+                    # wrote nothing. Told so, the 1.5B gives up; started on a call's
+                    # opening, it names the tool and its arguments. Decode that pass again.
+                    forced = FORCED_CALL
+                    ids = ids + eng.tokenizer.encode(forced)  # type: ignore[attr-defined]
+                    dec = eng.decoder()  # type: ignore[attr-defined]
+                    continue
+                # The model asked for tools: run them, show it the results, decode on.
+                rounds += 1
+                rnd = Round(started_ns=call_ns or last_tok_ns)
+                call_ns, forced = 0, ""
+                rnd.calls = [c for c in calls if isinstance(c, ToolCall)]
+                rnd.errors = [c.error for c in calls if isinstance(c, BadCall)]
+                if r.tentative:  # no side effects before the final transcript agrees
+                    await r.committed.wait()
+                assert self.tools is not None
+                await run_round(self.tools, rnd, self._context(), self.cfg.tools.timeout_s)
+                r.tool_msgs += rnd.messages("".join(said).strip())
+                ids = self._prompt(r.text, r.tool_msgs)
+                dec = eng.decoder()  # type: ignore[attr-defined]
             rest = chunker.flush()
             if rest:
                 if not spoken:
@@ -402,20 +383,23 @@ class LlmStage(Stage):
                 self._remember(r)
             m = dec.metrics.as_dict()
             if n_tokens > 1:
-                m["tpot_ms"] = round((last_tok_ns - first_tok_ns) / 1e6 / (n_tokens - 1), 3)
+                decode_ns = last_tok_ns - first_tok_ns - tool_ns
+                m["tpot_ms"] = round(decode_ns / 1e6 / (n_tokens - 1), 3)
             m["interrupted"] = int(self.current_turn > turn or r.cancelled)
+            if rounds:
+                m["tool_rounds"] = rounds
             if not r.cancelled:
                 self.last_metrics = m
             values = {k: v for k, v in m.items() if isinstance(v, (int, float))}
             if not self.current_turn > turn and not r.cancelled:
                 if n_tokens > 1:
-                    mean_ns = (last_tok_ns - first_tok_ns) // (n_tokens - 1)
+                    mean_ns = (last_tok_ns - first_tok_ns - tool_ns) // (n_tokens - 1)
                     await self._span(
                         r,
                         "llm.tpot",
                         last_tok_ns - mean_ns,
                         last_tok_ns,
                         tokens=n_tokens,
-                        decode_ms=round((last_tok_ns - first_tok_ns) / 1e6, 3),
+                        decode_ms=round((last_tok_ns - first_tok_ns - tool_ns) / 1e6, 3),
                     )
                 await self._emit(r, MetricsFrame(turn_id=turn, source="llm", values=values))
