@@ -32,6 +32,7 @@ from voicepipe.core.admission import Admission, Limits, Refusal
 from voicepipe.server import asgi, memory, static, uvicorn_protocols
 from voicepipe.server.hosts import OwnHosts, is_loopback
 from voicepipe.server.metrics import ServerMetrics
+from voicepipe.server.openai_api import OpenAIApi
 from voicepipe.server.session import Session
 from voicepipe.server.transport import MessageTransport
 from voicepipe.tracing import Tracer
@@ -76,6 +77,7 @@ class Server:
         self._closing = False
         self._uvicorn: uvicorn.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self.openai = OpenAIApi(self)  # /v1/models, /v1/chat/completions
         self.app = asgi.build(self)
 
     @property

@@ -116,7 +116,7 @@ def build(server: Server) -> Starlette:
         WebSocketRoute(static.WS_PATH, ws_endpoint),
         Route("/healthz", healthz, methods=["GET", "HEAD"]),
         Route("/metrics", metrics, methods=["GET", "HEAD"]),
-        *openai_api.routes(server),
+        *openai_api.routes(server.openai),
         Route("/{path:path}", files, methods=["GET", "HEAD"]),
     ]
     app = Starlette(routes=routes)

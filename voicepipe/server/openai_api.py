@@ -1,12 +1,172 @@
-"""OpenAI-compatible HTTP endpoints (filled in below)."""
+"""OpenAI-compatible HTTP endpoints: ``GET /v1/models``, ``POST /v1/chat/completions``.
+
+Any OpenAI client (the official SDKs, LangChain, curl) can use voicepipe's own
+speculative LLM (server/chat_engine.py) with ``base_url = http://HOST:PORT/v1``.
+Requests and shapes are checked in ``core/openai_chat.py``; every error is the
+API's error object with its HTTP status. ``stream: true`` answers with
+server-sent events (``data: {chunk}`` … ``data: [DONE]``); ``usage`` comes with
+the whole completion, or as a last chunk with ``stream_options.include_usage``.
+voicepipe's own figures (time to first token, decode speed, where the prompt's
+tokens came from, the speculative decoder's drafted/accepted counts) ride in an
+extra ``voicepipe`` field of the completion or of the stream's last chunks.
+
+With ``server.auth_token`` set, requests need ``Authorization: Bearer TOKEN``
+(the SDKs' ``api_key``), else 401.
+"""
 
 from __future__ import annotations
 
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from voicepipe.core import openai_chat as O
+from voicepipe.server.chat_engine import ChatEngine, Finished
 
 if TYPE_CHECKING:
     from voicepipe.server.app import Server
 
+log = logging.getLogger(__name__)
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
-def routes(server: Server) -> list[Any]:
-    return []
+
+def _error(e: O.ApiError) -> JSONResponse:
+    headers = {"Retry-After": "1"} if e.status == 429 else None
+    return JSONResponse(e.body(), e.status, headers=headers)
+
+
+def _sse(obj: object) -> str:
+    return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
+
+
+class OpenAIApi:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.cfg = server.cfg
+        self.chat = ChatEngine(server.cfg, max_waiting=max(1, server.cfg.server.max_sessions))
+        self.created = int(time.time())
+
+    def _authorize(self, request: Request) -> None:
+        token = self.cfg.server.auth_token
+        if not token:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), token):
+            raise O.ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
+
+    async def _body(self, request: Request) -> object:
+        limit = self.cfg.server.max_message_bytes
+        body = b""
+        async for part in request.stream():
+            body += part
+            if len(body) > limit:
+                raise O.ApiError(413, f"the request body is over {limit} bytes")
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):
+            raise O.ApiError(400, "We could not parse the JSON body of your request.") from None
+
+    async def models(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+        except O.ApiError as e:
+            return _error(e)
+        model = O.model_object(self.chat.model_id, self.created)
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def model(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+            name = request.path_params["model"]
+            if name != self.chat.model_id:
+                raise O.ApiError(
+                    404, f"The model '{name[:100]}' does not exist", code="model_not_found"
+                )
+        except O.ApiError as e:
+            return _error(e)
+        return JSONResponse(O.model_object(self.chat.model_id, self.created))
+
+    async def not_found(self, request: Request) -> Response:
+        path = request.scope["path"][:200]
+        return _error(O.ApiError(404, f"Unknown request URL: {request.method} {path}."))
+
+    async def completions(self, request: Request) -> Response:
+        if request.method != "POST":
+            return _error(O.ApiError(405, f"{request.method} is not allowed here; use POST"))
+        try:
+            self._authorize(request)
+            req = O.parse_chat_request(await self._body(request), {self.chat.model_id})
+            self.chat.check_capacity()
+            job = await self.chat.prepare(req)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        except O.ApiError as e:
+            return _error(e)
+        except Exception as e:  # the model failed to load: the server is fine, say so
+            log.exception("chat completion failed before generating")
+            return _error(O.ApiError(500, f"the model failed: {e}"[:300], type="server_error"))
+        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        created = int(time.time())
+        if req.stream:
+            return StreamingResponse(
+                self._stream(job, cid, created),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        parts: list[str] = []
+        end: Finished | None = None
+        try:
+            async for item in self.chat.run(job):
+                if isinstance(item, Finished):
+                    end = item
+                else:
+                    parts.append(item)
+        except Exception as e:
+            log.exception("chat completion failed")
+            return _error(O.ApiError(500, f"the model failed: {e}"[:300], type="server_error"))
+        assert end is not None
+        usage = O.usage(end.prompt_tokens, end.completion_tokens)
+        body = O.completion(
+            cid, created, req.model, "".join(parts), end.finish_reason, usage, end.stats
+        )
+        return JSONResponse(body)
+
+    async def _stream(self, job: Any, cid: str, created: int) -> AsyncIterator[str]:
+        req: O.ChatRequest = job.request
+        model = req.model
+        yield _sse(O.chunk(cid, created, model, {"role": "assistant", "content": ""}))
+        try:
+            async for item in self.chat.run(job):
+                if isinstance(item, Finished):
+                    usage = O.usage(item.prompt_tokens, item.completion_tokens)
+                    yield _sse(
+                        O.chunk(cid, created, model, {}, item.finish_reason, extra=item.stats)
+                    )
+                    if req.include_usage:
+                        yield _sse(
+                            O.chunk(cid, created, model, None, usage_=usage, extra=item.stats)
+                        )
+                else:
+                    yield _sse(O.chunk(cid, created, model, {"content": item}))
+        except Exception as e:  # headers are out: the error goes in the stream
+            log.exception("chat completion stream failed")
+            yield _sse(O.ApiError(500, f"the model failed: {e}"[:300], type="server_error").body())
+        yield "data: [DONE]\n\n"
+
+
+def routes(api: OpenAIApi) -> list[Any]:
+    return [
+        Route("/v1/models", api.models, methods=["GET", "HEAD"]),
+        Route("/v1/models/{model:path}", api.model, methods=["GET", "HEAD"]),
+        Route("/v1/chat/completions", api.completions, methods=ALL_METHODS),
+        Route("/v1/{rest:path}", api.not_found, methods=ALL_METHODS),
+    ]
