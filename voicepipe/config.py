@@ -96,7 +96,12 @@ class TurnsConfig:
 
 @dataclass(frozen=True)
 class LlmConfig:
+    # local: voicepipe's own speculative engine; openai: stream from an OpenAI-compatible
+    # server at base_url (stages/llm_remote.py), `model` naming the model there.
+    backend: str = "local"
     model: str = "smollm2-135m"
+    base_url: str = "http://127.0.0.1:8080/v1"  # backend = "openai" only
+    api_key: str = ""  # backend = "openai": empty = $OPENAI_API_KEY, else none
     weights: str = "int4"  # fp32 | bf16 | int8 | int4 (int4 = the GGUF's own Q4_1 grid)
     drafter: str = "ngram+smollm2-draft"  # none | ngram | EAGLE draft | GGUF | ngram+<either>
     reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store

@@ -17,6 +17,15 @@ from voicepipe.stage import Stage
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.llm_remote import llm_stage
 
-    return [AsrStage(cfg), LlmStage(cfg)]
+    return [AsrStage(cfg), llm_stage(cfg)]
+
+
+def preload(cfg: Config) -> None:
+    """An OpenAI-compatible LLM backend must answer at start-up (the local models load
+    with the first session, as before)."""
+    if cfg.llm.backend != "local":
+        from voicepipe.pipelines.assistant import check_llm_backend
+
+        check_llm_backend(cfg)
