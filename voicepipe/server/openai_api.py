@@ -16,6 +16,7 @@ With ``server.auth_token`` set, requests need ``Authorization: Bearer TOKEN``
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -64,12 +65,25 @@ class OpenAIApi:
             raise O.ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
 
     async def _body(self, request: Request) -> object:
+        """The JSON body: at most ``server.max_message_bytes``, all of it within
+        ``server.handshake_timeout_s`` (a body trickled byte by byte holds nothing long)."""
         limit = self.cfg.server.max_message_bytes
-        body = b""
-        async for part in request.stream():
-            body += part
-            if len(body) > limit:
-                raise O.ApiError(413, f"the request body is over {limit} bytes")
+        parts: list[bytes] = []
+        size = 0
+
+        async def read() -> None:
+            nonlocal size
+            async for part in request.stream():
+                parts.append(part)
+                size += len(part)
+                if size > limit:
+                    raise O.ApiError(413, f"the request body is over {limit} bytes")
+
+        try:
+            await asyncio.wait_for(read(), self.cfg.server.handshake_timeout_s)
+        except asyncio.TimeoutError:
+            raise O.ApiError(408, "the request body did not arrive in time") from None
+        body = b"".join(parts)
         try:
             return json.loads(body)
         except (ValueError, RecursionError):
