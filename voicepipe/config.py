@@ -37,7 +37,7 @@ class ServerConfig:
     max_pending_per_address: int = 16
     max_sessions_per_address: int = 0  # 0: only max_sessions bounds one address
     hello_timeout_s: float = 5.0
-    handshake_timeout_s: float = 10.0  # TCP accept → WebSocket upgrade done (slowloris)
+    handshake_timeout_s: float = 10.0  # for each HTTP request head and POST body (slowloris)
     retry_after_s: float = 5.0  # the hint sent with "too many sessions"
     max_message_bytes: int = 1 << 20
     idle_timeout_s: float = 60.0

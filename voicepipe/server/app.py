@@ -70,7 +70,9 @@ class Server:
                 max_sessions_per_address=c.max_sessions_per_address,
             )
         )
-        self.own_hosts: OwnHosts | None = None
+        # The names the Origin/Host checks accept; start() renews them with the bound port
+        # (another ASGI server running ``self.app`` keeps the configured host and port).
+        self.own_hosts = OwnHosts(self.host, self.port)
         self._by_ticket: dict[int, Session] = {}
         self._no_sessions = asyncio.Event()  # set while no connection is open
         self._no_sessions.set()
@@ -147,10 +149,22 @@ class Server:
         if server is None:
             return
         self._uvicorn = None
-        drain_s = self.cfg.server.drain_timeout_s if drain_s is None else drain_s
-        self._closing = True
         for listener in server.servers:  # stop listening; sessions stay for now
             listener.close()
+        await self.drain(drain_s)
+        server.should_exit = True
+        if self._ticker is not None:
+            await self._ticker
+            self._ticker = None
+        await server.shutdown()  # plain HTTP connections: idle ones closed, busy ones bounded
+        self.tracer.save()
+
+    async def drain(self, drain_s: float | None = None) -> None:
+        """No new sessions; those with a reply in flight finish it (at most ``drain_s``),
+        the others close with 1001 now. (Under another ASGI server, e.g. a Ray Serve
+        replica leaving, this is the whole shutdown; ``close`` adds uvicorn's.)"""
+        drain_s = self.cfg.server.drain_timeout_s if drain_s is None else drain_s
+        self._closing = True
         for session in list(self.sessions):
             session.drain()
         try:
@@ -160,12 +174,6 @@ class Server:
                 log.warning("replies still in flight after %.1f s: closing them", drain_s)
             self.hurry()
             await self._no_sessions.wait()
-        server.should_exit = True
-        if self._ticker is not None:
-            await self._ticker
-            self._ticker = None
-        await server.shutdown()  # plain HTTP connections: idle ones closed, busy ones bounded
-        self.tracer.save()
 
     def hurry(self) -> None:
         """Shutting down and out of patience: close every session now with 1001."""
@@ -187,14 +195,12 @@ class Server:
     def host_allowed(self, host: str | None) -> bool:
         """DNS rebinding: a browser sent here under a name that is not ours is refused.
         (No Host header: not a browser.)"""
-        assert self.own_hosts is not None
         if host is None or self.own_hosts.owns(host):
             return True
         allowed = self.cfg.server.allowed_origins
         return "*" in allowed or any(urlsplit(a).netloc.lower() == host.lower() for a in allowed)
 
     def origin_allowed(self, origin: str | None) -> bool:
-        assert self.own_hosts is not None
         return self.own_hosts.origin_allowed(origin, self.cfg.server.allowed_origins)
 
     # ------------------------------------------------------------------ WebSocket
