@@ -76,3 +76,20 @@ async def test_the_page_and_head_requests(server: Server) -> None:
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     assert head.startswith(b"HTTP/1.1 200")
     writer.close()
+
+
+async def test_another_sites_page_cannot_post_to_the_api(server: Server) -> None:
+    """A page elsewhere can make the browser POST here (no preflight for a simple
+    request); the browser names the page's origin, and the server refuses it."""
+    own = f"127.0.0.1:{server.port}"
+    for origin, status in (("http://evil.example", b"403"), (f"http://{own}", b"400")):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(
+            (
+                f"POST /v1/chat/completions HTTP/1.1\r\nHost: {own}\r\nOrigin: {origin}\r\n"
+                "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}"
+            ).encode()
+        )
+        head, _ = await _response(reader)
+        assert head.startswith(b"HTTP/1.1 " + status), head  # own origin: on to the API (400)
+        writer.close()

@@ -5,9 +5,9 @@
     /v1/models, /v1/chat/completions    OpenAI-compatible (server/openai_api.py)
     /…                     the browser page's static files (web/)
 
-``HostGuard`` runs before any route: a WebSocket upgrade from a browser page not
-among the server's own origins gets 403, a plain HTTP request naming a foreign
-``Host`` gets 403, and two Host or Origin headers get 400 (server/hosts.py
+``HostGuard`` runs before any route: a request from a browser page not among the
+server's own origins (a WebSocket upgrade, a POST) gets 403, a plain HTTP request
+naming a foreign ``Host`` gets 403, and two Host or Origin headers get 400 (server/hosts.py
 says whose names count: DNS rebinding). The app is plain ASGI, so any ASGI
 server can run it (``voicepipe serve`` runs it on uvicorn, server/app.py).
 """
@@ -74,13 +74,16 @@ class HostGuard:
             return
         host = hosts[0] if hosts else None
         origin = origins[0] if origins else None
-        if scope["type"] == "websocket":
-            if not self.server.origin_allowed(origin):
-                log.warning("refused origin %r (host %r)", origin, host)
-                text = f"{P.CLOSE_REASONS[P.CLOSE_BAD_ORIGIN]}\n"
-                await _refuse(scope, receive, send, 403, text)
-                return
-        elif not self.server.host_allowed(host):
+        # A page elsewhere may not open sessions, nor POST here (its browser sends its Origin;
+        # it could not read the answer, but it could keep the model busy). GETs are not
+        # judged by Origin: the page's own module scripts carry one.
+        judged = scope["type"] == "websocket" or scope["method"] not in ("GET", "HEAD")
+        if judged and not self.server.origin_allowed(origin):
+            log.warning("refused origin %r (host %r)", origin, host)
+            text = f"{P.CLOSE_REASONS[P.CLOSE_BAD_ORIGIN]}\n"
+            await _refuse(scope, receive, send, 403, text)
+            return
+        if scope["type"] == "http" and not self.server.host_allowed(host):
             log.warning("refused HTTP request for host %r", host)
             await _refuse(scope, receive, send, 403, "unknown host\n")
             return
