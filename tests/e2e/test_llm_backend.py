@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.test_assistant import _answered, _clip
 from voicepipe import config
+from voicepipe.client import ClientSession
 from voicepipe.frames import (
     End,
     Frame,
@@ -31,6 +33,7 @@ from voicepipe.frames import (
     TextDelta,
     TranscriptFinal,
 )
+from voicepipe.server.app import Server
 from voicepipe.stages.llm import LlmStage, engine_for
 from voicepipe.stages.llm_remote import LlmBackendError, RemoteLlmStage, check, llm_stage
 
@@ -175,3 +178,22 @@ async def test_an_unreachable_server_is_named(tmp_path: Path) -> None:
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 2 and b"serving" not in out
     assert dead.encode() in err and b"cannot be reached" in err
+
+
+async def test_the_assistant_speaks_what_the_remote_llm_writes(llm_server: str) -> None:
+    """The whole voice pipeline over /ws, its replies from the other process: heard
+    right, answered, spoken, every span of the turn back (the LLM's measured here)."""
+    c = _cfg(backend="openai", base_url=llm_server)
+    pcm, sr, ref = _clip("utt11.wav")  # "Why is the sky blue?"
+    server = Server(c, pipeline="assistant", port=0)
+    await server.start()  # its start-up check reaches the LLM server
+    try:
+        res = await ClientSession(server.ws_url, pcm, sr, c, timeout_s=120).run()
+    finally:
+        await server.close()
+    out = res.to_json()
+    assert out["ok"], out
+    turn = _answered(out, ref)
+    ttft = [s for s in res.spans if s.name == "llm.ttft"]
+    assert ttft and all(s.attrs["backend"] == "openai" for s in ttft)
+    assert "sky" in turn["reply_text"].lower() or "blue" in turn["reply_text"].lower(), turn
