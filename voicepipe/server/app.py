@@ -205,16 +205,20 @@ class Server:
 
     # ------------------------------------------------------------------ WebSocket
 
-    async def serve_connection(self, transport: MessageTransport) -> None:
-        """One accepted WebSocket (any endpoint) from its first message to its last:
-        admission, the session, then everything it held given back."""
+    async def serve_connection(
+        self, transport: MessageTransport, session_type: type[Session] = Session
+    ) -> None:
+        """One accepted WebSocket from its first message to its last: admission, the
+        session, then everything it held given back. ``session_type``: what speaks the
+        endpoint's protocol (``Session``: protocol v1 on /ws; another endpoint passes its
+        subclass, with the same admission, drain, close codes and teardown)."""
         address = transport.remote_address
         ticket, evicted = self.admission.connect(address)
         for old in evicted:  # the pending pool was full: its oldest make room
             victim = self._by_ticket.get(old.id)
             if victim is not None:
                 victim.end(P.CLOSE_POLICY, "policy violation: too many pending connections")
-        session = Session(self, transport, ticket)
+        session = session_type(self, transport, ticket)
         self.sessions.add(session)
         self._no_sessions.clear()
         if self._closing:  # upgraded just as the server stopped listening
