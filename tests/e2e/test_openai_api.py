@@ -150,3 +150,21 @@ async def test_the_auth_token_guards_the_api() -> None:
         assert [m.id for m in (await _client(s, key="sesame").models.list()).data] == [MODEL]
     finally:
         await s.close(drain_s=0)
+
+
+async def test_metrics_count_api_requests_and_their_speculation(server: Server) -> None:
+    c = _client(server)
+    await c.chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=16)
+    with pytest.raises(openai.NotFoundError):
+        await c.models.retrieve("gpt-4o")
+    text = server.metrics.render().decode()
+
+    def value(name: str) -> float:
+        line = next((x for x in text.splitlines() if x.startswith(name + " ")), None)
+        return float(line.split()[1]) if line else 0.0
+
+    assert value('voicepipe_api_requests_total{status="200"}') >= 1
+    assert value('voicepipe_api_requests_total{status="404"}') >= 1
+    drafted = value('voicepipe_spec_drafted_tokens_total{source="api"}')
+    assert drafted >= value('voicepipe_spec_accepted_tokens_total{source="api"}') >= 0
+    assert drafted > 0

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import ClientDisconnect, Request
@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from voicepipe.core import openai_chat as O
+from voicepipe.frames import MetricsFrame
 from voicepipe.server.chat_engine import ChatEngine, Finished
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _error(e: O.ApiError) -> JSONResponse:
@@ -88,6 +90,11 @@ class OpenAIApi:
             return json.loads(body)
         except (ValueError, RecursionError):
             raise O.ApiError(400, "We could not parse the JSON body of your request.") from None
+
+    def _observe(self, end: Finished) -> None:
+        """The request's drafted/accepted tokens into /metrics, under source "api"."""
+        spec = {k: v for k, v in end.stats.get("speculation", {}).items() if k != "accept_by_pos"}
+        self.server.metrics.observe(MetricsFrame(turn_id=0, source="api", values=spec))
 
     async def models(self, request: Request) -> Response:
         try:
@@ -142,6 +149,7 @@ class OpenAIApi:
             async for item in self.chat.run(job):
                 if isinstance(item, Finished):
                     end = item
+                    self._observe(item)
                 else:
                     parts.append(item)
         except Exception as e:
@@ -161,6 +169,7 @@ class OpenAIApi:
         try:
             async for item in self.chat.run(job):
                 if isinstance(item, Finished):
+                    self._observe(item)
                     usage = O.usage(item.prompt_tokens, item.completion_tokens)
                     yield _sse(
                         O.chunk(cid, created, model, {}, item.finish_reason, extra=item.stats)
@@ -178,9 +187,17 @@ class OpenAIApi:
 
 
 def routes(api: OpenAIApi) -> list[Any]:
+    def counted(handler: Handler) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            response = await handler(request)
+            api.server.metrics.api.labels(str(response.status_code)).inc()
+            return response
+
+        return endpoint
+
     return [
-        Route("/v1/models", api.models, methods=["GET", "HEAD"]),
-        Route("/v1/models/{model:path}", api.model, methods=["GET", "HEAD"]),
-        Route("/v1/chat/completions", api.completions, methods=ALL_METHODS),
-        Route("/v1/{rest:path}", api.not_found, methods=ALL_METHODS),
+        Route("/v1/models", counted(api.models), methods=["GET", "HEAD"]),
+        Route("/v1/models/{model:path}", counted(api.model), methods=["GET", "HEAD"]),
+        Route("/v1/chat/completions", counted(api.completions), methods=ALL_METHODS),
+        Route("/v1/{rest:path}", counted(api.not_found), methods=ALL_METHODS),
     ]
