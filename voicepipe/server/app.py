@@ -78,6 +78,7 @@ class Server:
         self._no_sessions.set()
         self._closing = False
         self._uvicorn: uvicorn.Server | None = None
+        self._stopping: uvicorn.Server | None = None  # while close() runs
         self._ticker: asyncio.Task[None] | None = None
         self.openai = OpenAIApi(self)  # /v1/models, /v1/chat/completions
         self.app = asgi.build(self)
@@ -149,6 +150,7 @@ class Server:
         if server is None:
             return
         self._uvicorn = None
+        self._stopping = server
         for listener in server.servers:  # stop listening; sessions stay for now
             listener.close()
         await self.drain(drain_s)
@@ -157,6 +159,7 @@ class Server:
             await self._ticker
             self._ticker = None
         await server.shutdown()  # plain HTTP connections: idle ones closed, busy ones bounded
+        self._stopping = None
         self.tracer.save()
 
     async def drain(self, drain_s: float | None = None) -> None:
@@ -172,11 +175,17 @@ class Server:
         except asyncio.TimeoutError:
             if drain_s > 0:
                 log.warning("replies still in flight after %.1f s: closing them", drain_s)
-            self.hurry()
+            self._end_sessions()
             await self._no_sessions.wait()
 
     def hurry(self) -> None:
-        """Shutting down and out of patience: close every session now with 1001."""
+        """Shutting down and out of patience: close every session now with 1001 (and
+        stop waiting for HTTP requests still being answered)."""
+        if self._stopping is not None:
+            self._stopping.force_exit = True
+        self._end_sessions()
+
+    def _end_sessions(self) -> None:
         for session in list(self.sessions):
             session.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
