@@ -118,9 +118,11 @@ class Server:
             log_config=None,
         )
         config.load()
+        # uvicorn logs a line per connection (INFO) and per malformed request (WARNING):
+        # a flood of garbage must not flood the log. Its errors stay; -v shows it all.
         uv_log = logging.getLogger("uvicorn.error")
-        if uv_log.level == logging.NOTSET:  # not its "[accepted]" line per connection
-            uv_log.setLevel(logging.WARNING)
+        if uv_log.level == logging.NOTSET and logging.getLogger().level > logging.DEBUG:
+            uv_log.setLevel(logging.ERROR)
         server = uvicorn.Server(config)
         server.lifespan = config.lifespan_class(config)
         await server.startup(sockets=sockets)
