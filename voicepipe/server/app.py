@@ -110,6 +110,7 @@ class Server:
             ws_ping_interval=PING_INTERVAL_S,
             ws_ping_timeout=PING_INTERVAL_S,
             timeout_keep_alive=5,
+            h11_max_incomplete_event_size=16 * 1024,  # a request head above this: 400
             timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S),
             proxy_headers=False,  # the peer's own address counts for admission, not a header
             server_header=False,
