@@ -168,3 +168,37 @@ async def test_metrics_count_api_requests_and_their_speculation(server: Server) 
     drafted = value('voicepipe_spec_drafted_tokens_total{source="api"}')
     assert drafted >= value('voicepipe_spec_accepted_tokens_total{source="api"}') >= 0
     assert drafted > 0
+
+
+async def test_a_client_that_hangs_up_stops_its_generation(server: Server) -> None:
+    """Not streamed: the server notices the client gone, stops generating (status 499 in
+    /metrics) and the next request is served."""
+    counted = 'voicepipe_api_requests_total{status="499"}'
+
+    def hung_up() -> float:
+        line = next((x for x in server.metrics.render().decode().splitlines()
+                     if x.startswith(counted + " ")), None)  # fmt: skip
+        return float(line.split()[1]) if line else 0.0
+
+    before = hung_up()
+    impatient = AsyncOpenAI(
+        base_url=f"http://127.0.0.1:{server.port}/v1", api_key="x", max_retries=0, timeout=1.0
+    )
+    # Greedy, this story runs to the 1500 tokens asked for (seconds, not one): the client
+    # gives up first, and had the server not stopped, its answer would count as a 200.
+    story = [
+        {
+            "role": "user",
+            "content": "Write a very long story about a dragon who learns to bake bread.",
+        }
+    ]  # noqa: E501
+    with pytest.raises(openai.APITimeoutError):
+        await impatient.chat.completions.create(model=MODEL, messages=story, max_tokens=1500)
+    await impatient.close()
+    for _ in range(600):  # the handler returns once the step in flight is done
+        if hung_up() > before:
+            break
+        await asyncio.sleep(0.05)
+    assert hung_up() == before + 1
+    r = await _client(server).chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=8)
+    assert r.usage is not None and r.usage.completion_tokens == 8

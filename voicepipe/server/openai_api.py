@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from voicepipe.core import openai_chat as O
 from voicepipe.frames import MetricsFrame
-from voicepipe.server.chat_engine import ChatEngine, Finished
+from voicepipe.server.chat_engine import ChatEngine, Finished, Job
 
 if TYPE_CHECKING:
     from voicepipe.server.app import Server
@@ -143,26 +143,50 @@ class OpenAIApi:
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        parts: list[str] = []
-        end: Finished | None = None
         try:
-            async for item in self.chat.run(job):
-                if isinstance(item, Finished):
-                    end = item
-                    self._observe(item)
-                else:
-                    parts.append(item)
+            text, end = await self._whole(request, job)
+        except ClientDisconnect:  # nobody is waiting for it: generation stopped
+            return Response(status_code=499)
         except Exception as e:
             log.exception("chat completion failed")
             return _error(O.ApiError(500, f"the model failed: {e}"[:300], type="server_error"))
-        assert end is not None
         usage = O.usage(end.prompt_tokens, end.completion_tokens)
-        body = O.completion(
-            cid, created, req.model, "".join(parts), end.finish_reason, usage, end.stats
-        )
+        body = O.completion(cid, created, req.model, text, end.finish_reason, usage, end.stats)
         return JSONResponse(body)
 
-    async def _stream(self, job: Any, cid: str, created: int) -> AsyncIterator[str]:
+    async def _whole(self, request: Request, job: Job) -> tuple[str, Finished]:
+        """The whole completion; ClientDisconnect (and generation stopped after the current
+        step) if the client hangs up first. (A stream stops by itself: Starlette cancels it.)"""
+
+        async def generate() -> tuple[str, Finished]:
+            parts: list[str] = []
+            async for item in self.chat.run(job):
+                if isinstance(item, Finished):
+                    self._observe(item)
+                    return "".join(parts), item
+                parts.append(item)
+            raise RuntimeError("the generator ended without its Finished")
+
+        async def hung_up() -> None:
+            # The body was read already: the next message is the disconnect (should a
+            # server answer with empty bodies instead, this does not spin).
+            while (await request.receive())["type"] != "http.disconnect":  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+
+        work = asyncio.create_task(generate())
+        watch = asyncio.create_task(hung_up())
+        try:
+            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            if not work.done():
+                work.cancel()
+            await asyncio.gather(work, watch, return_exceptions=True)
+        if work.cancelled():
+            raise ClientDisconnect()
+        return work.result()
+
+    async def _stream(self, job: Job, cid: str, created: int) -> AsyncIterator[str]:
         req: O.ChatRequest = job.request
         model = req.model
         yield _sse(O.chunk(cid, created, model, {"role": "assistant", "content": ""}))
