@@ -31,6 +31,7 @@ from voicepipe.stages.llm import LlmStage, _Reply
 
 BACKENDS = ("local", "openai")
 TIMEOUT_S = 30.0  # connect/read bound per request (a voice reply cannot wait longer anyway)
+WARM_UP_TIMEOUT_S = 600.0  # the start-up check's one-token completion may load the model
 
 
 class LlmBackendError(RuntimeError):
@@ -55,7 +56,11 @@ def llm_stage(cfg: Config) -> LlmStage:
 
 
 def check(cfg: Config) -> None:
-    """Start-up check of an ``openai`` backend: the server answers and serves the model."""
+    """Start-up check of an ``openai`` backend: the server answers, serves the model, and
+    completes one token. That last step also warms it: servers that load a model on its
+    first request (Ollama, voicepipe's own /v1 when its pipeline has no LLM) take seconds
+    there, which the first spoken turn would otherwise wait for; and the system prompt is
+    then in the server's prompt cache, where it has one."""
     import openai
 
     client = openai.OpenAI(
@@ -63,17 +68,22 @@ def check(cfg: Config) -> None:
     )
     try:
         ids = [m.id for m in client.models.list()]
+        if ids and cfg.llm.model not in ids:
+            raise LlmBackendError(
+                f"the LLM server at {cfg.llm.base_url} has no model {cfg.llm.model!r} "
+                f"(it serves: {', '.join(ids[:10])}); set llm.model"
+            )
+        head = [{"role": "system", "content": cfg.llm.system_prompt}]
+        messages: Any = [*head[: bool(cfg.llm.system_prompt)], {"role": "user", "content": "Hi."}]
+        client.chat.completions.create(
+            model=cfg.llm.model, messages=messages, max_tokens=1, timeout=WARM_UP_TIMEOUT_S
+        )
     except openai.APIConnectionError as e:
         raise _unreachable(cfg, e) from None
     except openai.APIStatusError as e:
         raise LlmBackendError(f"the LLM server at {cfg.llm.base_url} refused: {e}") from None
     finally:
         client.close()
-    if ids and cfg.llm.model not in ids:
-        raise LlmBackendError(
-            f"the LLM server at {cfg.llm.base_url} has no model {cfg.llm.model!r} "
-            f"(it serves: {', '.join(ids[:10])}); set llm.model"
-        )
 
 
 class RemoteLlmStage(LlmStage):
