@@ -37,7 +37,7 @@ class ServerConfig:
     max_pending_per_address: int = 16
     max_sessions_per_address: int = 0  # 0: only max_sessions bounds one address
     hello_timeout_s: float = 5.0
-    handshake_timeout_s: float = 10.0  # TCP accept → WebSocket upgrade done (slowloris)
+    handshake_timeout_s: float = 10.0  # for each HTTP request head and POST body (slowloris)
     retry_after_s: float = 5.0  # the hint sent with "too many sessions"
     max_message_bytes: int = 1 << 20
     idle_timeout_s: float = 60.0
@@ -96,7 +96,12 @@ class TurnsConfig:
 
 @dataclass(frozen=True)
 class LlmConfig:
+    # local: voicepipe's own speculative engine; openai: stream from an OpenAI-compatible
+    # server at base_url (stages/llm_remote.py), `model` naming the model there.
+    backend: str = "local"
     model: str = "smollm2-135m"
+    base_url: str = "http://127.0.0.1:8080/v1"  # backend = "openai" only
+    api_key: str = ""  # backend = "openai": empty = $OPENAI_API_KEY, else none
     weights: str = "int4"  # fp32 | bf16 | int8 | int4 (int4 = the GGUF's own Q4_1 grid)
     drafter: str = "ngram+smollm2-draft"  # none | ngram | EAGLE draft | GGUF | ngram+<either>
     reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store

@@ -174,6 +174,9 @@ _paths = st.one_of(
             "//",
             "/?a=b",
             "/web/../../x",
+            "/v1/chat/completions",
+            "/v1/models",
+            "/v1/models/../../etc/passwd",
         ]
     ),
     st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=60).map(

@@ -1,4 +1,5 @@
-"""`voicepipe serve`: the WebSocket server (/ws) and the browser page on one port."""
+"""`voicepipe serve`: the WebSocket server (/ws), the browser page and the OpenAI-compatible
+/v1 endpoints on one port."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Serve voice sessions over WebSocket at ws://HOST:PORT/ws (protocol: "
             "docs/PROTOCOL.md) and the browser page of web/ at http://HOST:PORT/. "
-            "Each session runs its own pipeline (voicepipe/pipelines/<name>.py). "
+            "Each session runs its own pipeline (voicepipe/pipelines/<name>.py). The same "
+            "port serves OpenAI's Chat Completions on the configured LLM at "
+            "http://HOST:PORT/v1 (GET /v1/models, POST /v1/chat/completions). "
             "Limits, auth token and allowed origins come from [server] in the config. "
             "Ctrl-C (SIGINT) or SIGTERM stops accepting, lets replies in flight finish "
             "(at most server.drain_timeout_s), closes the rest with 1001 and exits 0; a "

@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable
 
 from voicepipe.config import Config
-from voicepipe.pipelines import SessionInfo
+from voicepipe.pipelines import PipelineError, SessionInfo
 from voicepipe.stage import Stage, TurnCounter
 
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.llm_remote import llm_stage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
     from voicepipe.stages.turns import BargeIn
@@ -37,7 +37,7 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     return [
         AsrStage(cfg, turns=turns),
         BargeIn(),
-        LlmStage(cfg, turns=turns),
+        llm_stage(cfg, turns=turns),
         TTSStage(cfg),
         OutputStage(cfg, session),
     ]
@@ -59,7 +59,10 @@ def preload(cfg: Config) -> None:
 
     _loading(f"ASR {cfg.asr.model}", lambda: WhisperAsr.from_config(cfg))
     c = cfg.llm
-    _loading(f"LLM {c.model} ({c.weights}, drafter {c.drafter})", lambda: engine_for(cfg))
+    if c.backend == "local":
+        _loading(f"LLM {c.model} ({c.weights}, drafter {c.drafter})", lambda: engine_for(cfg))
+    else:
+        _loading(f"LLM {c.model} (at {c.base_url})", lambda: check_llm_backend(cfg))
     if cfg.tts.backend == "codec-lm":
         from voicepipe.nn.codec_tts import CodecLMTTS
 
@@ -75,3 +78,13 @@ def _loading(what: str, load: Callable[[], object]) -> None:
     load()
     print(f"voicepipe: {what.split(' (')[0]} ready ({time.perf_counter() - t0:.1f} s)",
           file=sys.stderr, flush=True)  # fmt: skip
+
+
+def check_llm_backend(cfg: Config) -> None:
+    """An ``llm.backend`` other than local: its server must answer before we serve."""
+    from voicepipe.stages.llm_remote import LlmBackendError, check
+
+    try:
+        check(cfg)
+    except LlmBackendError as e:
+        raise PipelineError(str(e)) from None

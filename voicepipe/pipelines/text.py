@@ -17,7 +17,16 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.llm_remote import llm_stage
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
-    return [AsrStage(cfg, turns=turns), LlmStage(cfg, turns=turns)]
+    return [AsrStage(cfg, turns=turns), llm_stage(cfg, turns=turns)]
+
+
+def preload(cfg: Config) -> None:
+    """An OpenAI-compatible LLM backend must answer at start-up (the local models load
+    with the first session, as before)."""
+    if cfg.llm.backend != "local":
+        from voicepipe.pipelines.assistant import check_llm_backend
+
+        check_llm_backend(cfg)

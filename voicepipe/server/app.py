@@ -1,4 +1,5 @@
-"""The voicepipe server: /ws sessions plus the web/ page, on one port (python-websockets).
+"""The voicepipe server: /ws sessions, the web/ page, health, metrics and the OpenAI
+endpoints on one port: an ASGI app (server/asgi.py) on uvicorn.
 
     server = Server(cfg, pipeline="loopback")
     await server.start()          # binds; server.port is the real port (0 → free port)
@@ -9,35 +10,36 @@
 Admission (core/admission.py): a connection waits for its hello in a pending pool
 of its own, so idle sockets never take a session slot; the Origin and Host checks
 (server/hosts.py) judge names against the server's own, never the client's Host.
+``server.app`` is the ASGI app; ``start`` runs it on uvicorn with the protocol
+limits of server/uvicorn_protocols.py (slowloris deadline, bounded send buffer).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import socket
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from websockets.asyncio.server import Server as WsServer
-from websockets.asyncio.server import ServerConnection, serve
-from websockets.http11 import Request, Response
+import uvicorn
 
 from voicepipe import pipelines
 from voicepipe.config import Config
 from voicepipe.core import protocol as P
 from voicepipe.core.admission import Admission, Limits, Refusal
-from voicepipe.server import memory, static
+from voicepipe.server import asgi, memory, static, uvicorn_protocols
 from voicepipe.server.hosts import OwnHosts, is_loopback
-from voicepipe.server.metrics import CONTENT_TYPE, ServerMetrics
+from voicepipe.server.metrics import ServerMetrics
+from voicepipe.server.openai_api import OpenAIApi
 from voicepipe.server.session import Session
+from voicepipe.server.transport import MessageTransport
 from voicepipe.tracing import Tracer
 
 log = logging.getLogger(__name__)
-SEND_BUFFER_BYTES = 128 * 1024  # ~0.7 s of 48 kHz PCM16 (the kernel doubles it)
+PING_INTERVAL_S = 20.0  # keepalive pings (and their pong deadline), as websockets' default
+SHUTDOWN_GRACE_S = 5.0  # after the sessions: plain HTTP requests still being answered
 
 
 class Server:
@@ -68,9 +70,18 @@ class Server:
                 max_sessions_per_address=c.max_sessions_per_address,
             )
         )
-        self.own_hosts: OwnHosts | None = None
+        # The names the Origin/Host checks accept; start() renews them with the bound port
+        # (another ASGI server running ``self.app`` keeps the configured host and port).
+        self.own_hosts = OwnHosts(self.host, self.port)
         self._by_ticket: dict[int, Session] = {}
-        self._ws: WsServer | None = None
+        self._no_sessions = asyncio.Event()  # set while no connection is open
+        self._no_sessions.set()
+        self._closing = False
+        self._uvicorn: uvicorn.Server | None = None
+        self._stopping: uvicorn.Server | None = None  # while close() runs
+        self._ticker: asyncio.Task[None] | None = None
+        self.openai = OpenAIApi(self)  # /v1/models, /v1/chat/completions
+        self.app = asgi.build(self)
 
     @property
     def url(self) -> str:
@@ -84,21 +95,42 @@ class Server:
         t0 = time.monotonic()
         await asyncio.to_thread(pipelines.preload, self.pipeline_name, self.cfg)
         log.info("pipeline %s ready in %.1f s", self.pipeline_name, time.monotonic() - t0)
-        self._ws = await serve(
-            self._handle,
-            self.host,
-            self.port,
-            process_request=self._process_request,
-            max_size=self.cfg.server.max_message_bytes,
-            # Let the session report codes itself; websockets' own 1009 covers oversize.
-            close_timeout=2,
-            open_timeout=self.cfg.server.handshake_timeout_s,
-            compression=None,  # PCM barely deflates; the CPU is better spent on models
-            server_header="voicepipe",
-        )
-        sock = next(iter(self._ws.sockets))
-        self.port = sock.getsockname()[1]
+        sockets = _bind(self.host, self.port)  # OSError here: the CLI says "cannot listen"
+        self.port = sockets[0].getsockname()[1]
         self.own_hosts = OwnHosts(self.host, self.port)
+        c = self.cfg.server
+        http, ws = uvicorn_protocols.protocols(c.handshake_timeout_s)
+        config = uvicorn.Config(
+            self.app,
+            http=http,
+            ws=ws,
+            lifespan="off",  # models are preloaded above, not in an ASGI lifespan
+            ws_max_size=c.max_message_bytes,  # refused from the frame header: 1009
+            ws_per_message_deflate=False,  # PCM barely deflates; the CPU is better spent on models
+            ws_ping_interval=PING_INTERVAL_S,
+            ws_ping_timeout=PING_INTERVAL_S,
+            timeout_keep_alive=5,
+            h11_max_incomplete_event_size=16 * 1024,  # a request head above this: 400
+            timeout_graceful_shutdown=int(SHUTDOWN_GRACE_S),
+            proxy_headers=False,  # the peer's own address counts for admission, not a header
+            server_header=False,
+            headers=[("server", "voicepipe")],
+            access_log=False,
+            log_config=None,
+        )
+        config.load()
+        # uvicorn logs a line per connection (INFO) and per malformed request (WARNING):
+        # a flood of garbage must not flood the log. Its errors stay; -v shows it all.
+        uv_log = logging.getLogger("uvicorn.error")
+        if uv_log.level == logging.NOTSET and logging.getLogger().level > logging.DEBUG:
+            uv_log.setLevel(logging.ERROR)
+        server = uvicorn.Server(config)
+        server.lifespan = config.lifespan_class(config)
+        await server.startup(sockets=sockets)
+        self._uvicorn = server
+        # uvicorn's once-a-second tick keeps its Date header current (no signal handling
+        # of its own: `voicepipe serve` owns SIGINT/SIGTERM).
+        self._ticker = asyncio.create_task(server.main_loop(), name="uvicorn-tick")
         log.info(
             "serving %s (pipeline %s, web root %s)", self.url, self.pipeline_name, self.web_root
         )
@@ -117,25 +149,46 @@ class Server:
     async def close(self, drain_s: float | None = None) -> None:
         """Stop accepting; let every reply in flight finish for at most ``drain_s``
         (default ``server.drain_timeout_s``; 0: none), then close all with 1001."""
-        if self._ws is None:
+        server = self._uvicorn
+        if server is None:
             return
+        self._uvicorn = None
+        self._stopping = server
+        for listener in server.servers:  # stop listening; sessions stay for now
+            listener.close()
+        await self.drain(drain_s)
+        server.should_exit = True
+        if self._ticker is not None:
+            await self._ticker
+            self._ticker = None
+        await server.shutdown()  # plain HTTP connections: idle ones closed, busy ones bounded
+        self._stopping = None
+        self.tracer.save()
+
+    async def drain(self, drain_s: float | None = None) -> None:
+        """No new sessions; those with a reply in flight finish it (at most ``drain_s``),
+        the others close with 1001 now. (Under another ASGI server, e.g. a Ray Serve
+        replica leaving, this is the whole shutdown; ``close`` adds uvicorn's.)"""
         drain_s = self.cfg.server.drain_timeout_s if drain_s is None else drain_s
-        # Stop listening; sessions stay until they finish or the bound passes.
-        self._ws.close(close_connections=False)
+        self._closing = True
         for session in list(self.sessions):
             session.drain()
         try:
-            await asyncio.wait_for(self._ws.wait_closed(), drain_s)
+            await asyncio.wait_for(self._no_sessions.wait(), drain_s)
         except asyncio.TimeoutError:
             if drain_s > 0:
                 log.warning("replies still in flight after %.1f s: closing them", drain_s)
-            self.hurry()
-            await self._ws.wait_closed()
-        self._ws = None
-        self.tracer.save()
+            self._end_sessions()
+            await self._no_sessions.wait()
 
     def hurry(self) -> None:
-        """Shutting down and out of patience: close every session now with 1001."""
+        """Shutting down and out of patience: close every session now with 1001 (and
+        stop waiting for HTTP requests still being answered)."""
+        if self._stopping is not None:
+            self._stopping.force_exit = True
+        self._end_sessions()
+
+    def _end_sessions(self) -> None:
         for session in list(self.sessions):
             session.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
@@ -151,60 +204,37 @@ class Server:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _host_allowed(self, host: str | None) -> bool:
+    def host_allowed(self, host: str | None) -> bool:
         """DNS rebinding: a browser sent here under a name that is not ours is refused.
         (No Host header: not a browser.)"""
-        assert self.own_hosts is not None
         if host is None or self.own_hosts.owns(host):
             return True
         allowed = self.cfg.server.allowed_origins
         return "*" in allowed or any(urlsplit(a).netloc.lower() == host.lower() for a in allowed)
 
-    def _process_request(self, conn: ServerConnection, request: Request) -> Response | None:
-        assert self.own_hosts is not None
-        hosts, origins = (request.headers.get_all(h) for h in ("Host", "Origin"))
-        if len(hosts) > 1 or len(origins) > 1:
-            return static.text_response(400, "more than one Host or Origin header\n")
-        host = hosts[0] if hosts else None
-        origin = origins[0] if origins else None
-        if static.is_ws_request(request):
-            if not self.own_hosts.origin_allowed(origin, self.cfg.server.allowed_origins):
-                log.warning("refused origin %r (host %r)", origin, host)
-                return static.text_response(403, f"{P.CLOSE_REASONS[P.CLOSE_BAD_ORIGIN]}\n")
-            return None  # go on with the WebSocket handshake
-        if not self._host_allowed(host):
-            log.warning("refused HTTP request for host %r", host)
-            return static.text_response(403, "unknown host\n")
-        if request.path.split("?", 1)[0] == "/healthz":
-            body = json.dumps(
-                {
-                    "sessions": self.admission.sessions,
-                    "pending": self.admission.pending,
-                    "pipeline": self.pipeline_name,
-                }
-            )
-            return static.response(200, body.encode(), "application/json")
-        if request.path.split("?", 1)[0] == "/metrics":
-            return static.response(200, self.metrics.render(), CONTENT_TYPE)
-        return static.static_file(self.web_root, request.path)
+    def origin_allowed(self, origin: str | None) -> bool:
+        return self.own_hosts.origin_allowed(origin, self.cfg.server.allowed_origins)
 
     # ------------------------------------------------------------------ WebSocket
 
-    async def _handle(self, ws: ServerConnection) -> None:
-        address = str(ws.remote_address[0]) if ws.remote_address else "?"
-        sock = ws.transport.get_extra_info("socket")
-        if sock is not None:
-            # A fixed kernel send buffer (Linux would grow it to MBs for a client that
-            # stops reading): with websockets' own write limit, what one session can hold
-            # unsent is bounded, and send_timeout_s notices a client that stopped reading.
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+    async def serve_connection(
+        self, transport: MessageTransport, session_type: type[Session] = Session
+    ) -> None:
+        """One accepted WebSocket from its first message to its last: admission, the
+        session, then everything it held given back. ``session_type``: what speaks the
+        endpoint's protocol (``Session``: protocol v1 on /ws; another endpoint passes its
+        subclass, with the same admission, drain, close codes and teardown)."""
+        address = transport.remote_address
         ticket, evicted = self.admission.connect(address)
         for old in evicted:  # the pending pool was full: its oldest make room
             victim = self._by_ticket.get(old.id)
             if victim is not None:
                 victim.end(P.CLOSE_POLICY, "policy violation: too many pending connections")
-        session = Session(self, ws, ticket)
+        session = session_type(self, transport, ticket)
+        self.sessions.add(session)
+        self._no_sessions.clear()
+        if self._closing:  # upgraded just as the server stopped listening
+            session.drain()
         self.sessions.add(session)
         self._by_ticket[ticket.id] = session
         log.debug("connection %s from %s", session.id, address)
@@ -214,14 +244,17 @@ class Server:
             log.exception("session %s crashed", session.id)
         finally:
             self.sessions.discard(session)
+            if not self.sessions:
+                self._no_sessions.set()
             self._by_ticket.pop(ticket.id, None)
             self.admission.close(ticket)
             if session.admitted:
                 self.metrics.active.dec()
             self.metrics.forget_session(session.id)
-            # What went on the wire (websockets' own 1007/1009 win over ours).
-            code = ws.close_code if ws.close_code is not None else session.close_code
-            reason = ws.close_reason if ws.close_code is not None else session.close_reason
+            # What went on the wire (the WebSocket layer's own 1007/1009 win over ours).
+            code, reason = session.close_code, session.close_reason
+            if transport.close_code is not None:
+                code, reason = transport.close_code, transport.close_reason
             self.metrics.closes.labels(str(code)).inc()
             if session.admitted or code != P.CLOSE_NORMAL:
                 log.info("session %s closed: %s %s", session.id, code, reason)
@@ -234,3 +267,29 @@ class Server:
             del session
             await asyncio.to_thread(memory.release_free_memory)
             self.metrics.trims.inc()
+
+
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets for ``host`` (every address it resolves to; "" = every
+    interface), all on one port: ``port``, or the first one's free port when 0."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    seen = set()
+    try:
+        for family, kind, proto, _, addr in infos:
+            if (family, addr[0]) in seen:
+                continue
+            seen.add((family, addr[0]))
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            bound_port = sockets[0].getsockname()[1] if len(sockets) > 1 else port
+            sock.bind((addr[0], bound_port, *addr[2:]))
+            sock.setblocking(False)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets

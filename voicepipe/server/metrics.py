@@ -66,6 +66,10 @@ class ServerMetrics:
             "voicepipe_closes", "Connections closed, by close code", ["code"], registry=r
         )
         self.active = Gauge("voicepipe_sessions_active", "Sessions open now", registry=r)
+        self.api = Counter(  # server/openai_api.py
+            "voicepipe_api_requests", "OpenAI-compatible API requests, by status", ["status"],
+            registry=r,
+        )  # fmt: skip
         self.trims = Counter(  # server/memory.py; `bench memory` reads RSS once it counts
             "voicepipe_memory_trims", "Free memory handed back after a session", registry=r
         )

@@ -1,5 +1,8 @@
 """One WebSocket connection: hello (admission), one Pipeline, wire ↔ frames, clean teardown.
 
+The connection is a ``MessageTransport`` (server/transport.py): whole messages in
+and out, close, abort; the session knows no WebSocket library or ASGI server.
+
 Whatever a client does (garbage, oversize messages, vanishing mid-stream,
 never reading), only its own session ends, with a close code from
 docs/PROTOCOL.md, and every task the session started is reaped before ``run``
@@ -19,8 +22,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import soxr
-from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed
 
 from voicepipe import pipelines
 from voicepipe.clock import now_ns
@@ -42,6 +43,7 @@ from voicepipe.frames import (
     TranscriptPartial,
 )
 from voicepipe.pipeline import Pipeline
+from voicepipe.server.transport import MessageTransport, TransportClosed
 from voicepipe.stages.output import AudioOut, ReplyFinished, ReplyStarted
 from voicepipe.tracing import E2E_VOICE_TO_VOICE
 
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_GAP_S = 1.0  # a jump in input media_ts is filled with at most this much silence
-CLOSE_WAIT_S = 3.0  # the closing handshake (websockets' own close_timeout is 2 s)
+CLOSE_WAIT_S = 3.0  # to hand the close frame over; a client that stopped reading never takes it
 
 
 class SlowClient(Exception):
@@ -58,7 +60,7 @@ class SlowClient(Exception):
 
 
 class Session:
-    def __init__(self, server: Server, ws: ServerConnection, ticket: Ticket) -> None:
+    def __init__(self, server: Server, ws: MessageTransport, ticket: Ticket) -> None:
         self.server = server
         self.cfg = server.cfg
         self.ws = ws
@@ -120,7 +122,7 @@ class Session:
             self._set_close(e.code, f"{P.CLOSE_REASONS.get(e.code, 'error')}: {e.reason}")
         except SlowClient:
             self._set_close(P.CLOSE_POLICY, "policy violation: client not reading")
-        except ConnectionClosed:
+        except TransportClosed:
             pass
         except Exception as e:  # a bug of ours: this session ends with 1011, never 1000
             log.exception("session %s failed", self.id)
@@ -137,13 +139,13 @@ class Session:
     async def _close_socket(self) -> None:
         reason = P.ProtocolError(self.close_reason).close_reason
         try:
-            # websockets' close() first drains the write buffer, which never happens for a
-            # client that stopped reading: bounded, then the TCP connection is cut.
+            # The close frame waits behind the unsent data, which never goes for a client
+            # that stopped reading: bounded, then the TCP connection is cut.
             await asyncio.wait_for(self.ws.close(self.close_code, reason), CLOSE_WAIT_S)
-        except ConnectionClosed:
+        except TransportClosed:
             pass
         except asyncio.TimeoutError:
-            self.ws.transport.abort()
+            self.ws.abort()
 
     async def _race_ended(self, coro: typing.Coroutine) -> typing.Any:
         """``await coro`` unless the session is ended from outside first (then None)."""
@@ -215,7 +217,7 @@ class Session:
             await asyncio.gather(*tasks, return_exceptions=True)
         exc = None if recv.cancelled() else recv.exception()
         if exc is not None:
-            raise exc  # ProtocolError → its close code; ConnectionClosed → quiet
+            raise exc  # ProtocolError → its close code; TransportClosed → quiet
 
     async def _receive(self) -> P.Message | P.AudioFrame | None:
         """The next message, checked against the session rules (None: drop it)."""
@@ -370,7 +372,7 @@ class Session:
         """End of the pipeline → client. A closed socket just drops what follows."""
         try:
             await self._deliver(frame)
-        except ConnectionClosed:
+        except TransportClosed:
             self._ended.set()
         except SlowClient:
             self.end(P.CLOSE_POLICY, "policy violation: client not reading")

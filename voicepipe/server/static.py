@@ -1,20 +1,12 @@
-"""HTTP side of the server: static files of web/ and the Origin check, on the /ws port.
-
-``websockets`` calls ``process_request`` for every HTTP request before the
-WebSocket handshake; returning a ``Response`` answers it as plain HTTP.
-"""
+"""HTTP side of the server: static files of web/ (the browser page), no path traversal."""
 
 from __future__ import annotations
 
-import email.utils
-import http
 import mimetypes
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from websockets.datastructures import Headers
-from websockets.http11 import Request, Response
+from starlette.responses import Response
 
 WS_PATH = "/ws"
 DEFAULT_WEB_ROOT = Path(__file__).resolve().parent.parent.parent / "web"
@@ -27,6 +19,11 @@ _TYPES = {
     ".wasm": "application/wasm",
     ".svg": "image/svg+xml",
 }
+# Cross-origin isolation lets the page use SharedArrayBuffer between AudioWorklets.
+_ISOLATION = {
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Embedder-Policy": "require-corp",
+}
 
 
 def web_root(configured: str) -> Path:
@@ -34,28 +31,21 @@ def web_root(configured: str) -> Path:
 
 
 def response(
-    status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]] = ()
+    status: int, body: bytes, content_type: str, extra: Mapping[str, str] | None = None
 ) -> Response:
-    s = http.HTTPStatus(status)
-    headers = Headers(
-        [
-            ("Date", email.utils.formatdate(usegmt=True)),
-            ("Content-Length", str(len(body))),
-            ("Content-Type", content_type),
-            ("Cache-Control", "no-cache"),
-            *extra,
-        ]
-    )
-    return Response(s.value, s.phrase, headers, body)
+    headers = {"Cache-Control": "no-cache", **(extra or {})}
+    return Response(body, status, headers=headers, media_type=content_type)
 
 
 def text_response(status: int, text: str) -> Response:
     return response(status, text.encode(), "text/plain; charset=utf-8")
 
 
-def static_file(root: Path, request_path: str) -> Response:
-    """A file under ``root`` (``/`` → index.html), or 404; never anything outside root."""
-    path = unquote(urlsplit(request_path).path)
+def static_file(root: Path, path: str) -> Response:
+    """A file under ``root`` (``/`` → index.html), or 404; never anything outside root.
+
+    ``path`` is the request's decoded path (ASGI's ``scope["path"]``): ``%2e%2e`` is
+    ``..`` by now, and resolving it below decides."""
     rel = path.lstrip("/") or "index.html"
     try:
         target = (root / rel).resolve()
@@ -67,13 +57,4 @@ def static_file(root: Path, request_path: str) -> Response:
     if not target.is_file():
         return text_response(404, "not found\n")
     ctype = _TYPES.get(target.suffix) or mimetypes.guess_type(target.name)[0]
-    # Cross-origin isolation lets the page use SharedArrayBuffer between AudioWorklets.
-    isolation = [
-        ("Cross-Origin-Opener-Policy", "same-origin"),
-        ("Cross-Origin-Embedder-Policy", "require-corp"),
-    ]
-    return response(200, target.read_bytes(), ctype or "application/octet-stream", isolation)
-
-
-def is_ws_request(request: Request) -> bool:
-    return urlsplit(request.path).path == WS_PATH
+    return response(200, target.read_bytes(), ctype or "application/octet-stream", _ISOLATION)
