@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_assistant import _answered, _clip
+from tests.profile import FAST_TOML as FAST
 from voicepipe import config
 from voicepipe.client import ClientSession
 from voicepipe.frames import (
@@ -37,7 +38,6 @@ from voicepipe.server.app import Server
 from voicepipe.stages.llm import LlmStage, engine_for
 from voicepipe.stages.llm_remote import LlmBackendError, RemoteLlmStage, check, llm_stage
 
-FAST = Path(__file__).resolve().parents[2] / "configs" / "fast.toml"
 VOICEPIPE = [sys.executable, "-m", "voicepipe.cli"]
 QUESTIONS = ("Hi! Which city is the capital of France?", "And of Italy?")
 

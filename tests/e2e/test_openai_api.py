@@ -9,7 +9,6 @@ import dataclasses
 import http.client
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import numpy as np
 import openai
@@ -17,12 +16,12 @@ import pytest
 import pytest_asyncio
 from openai import AsyncOpenAI
 
+from tests.profile import FAST_TOML as FAST
 from voicepipe import config
 from voicepipe.client import run_sessions
 from voicepipe.core import protocol as P
 from voicepipe.server.app import Server
 
-FAST = Path(__file__).resolve().parents[2] / "configs" / "fast.toml"
 MODEL = "smollm2-135m"
 QUESTION = [{"role": "user", "content": "Name three colours of the rainbow."}]
 

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     alts = _siblings(args.siblings)
     stores = _stores(args.store)
     for name, alt, store in (
-        (n, a, s) for n in args.drafters.split(",") for a in alts for s in stores
+        (n, a, s) for n in (args.drafters or cfg.drafter).split(",") for a in alts for s in stores
     ):
         row = name if not args.siblings else f"{name} siblings={'off' if alt is None else alt}"
         row += f" store={'on' if store else 'off'}" if args.store else ""
@@ -239,9 +239,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--drafters",
-        default="smollm2-draft",
+        default="",
         help="comma list: EAGLE draft names / checkpoint paths, 'ngram', or "
-        "'ngram+<draft>' (default smollm2-draft)",
+        "'ngram+<draft>' (default: the configured llm.drafter)",
     )
     p.add_argument("--n", type=int, default=40, help="held-out prompts (default 40)")
     p.add_argument(
