@@ -58,31 +58,39 @@ def units(words: list[str], level: int) -> list[list[str]]:
     return out
 
 
-def split_to_fit(text: str, fits: Callable[[str], bool]) -> list[str]:
-    """``text`` as one piece if it fits, else as few pieces as greedy packing at the
-    strongest boundaries gives, each fitting. Raises ``Unsplittable`` when a single
-    word does not fit."""
-    if fits(text):
+def split_to_fit(text: str, frames: Callable[[str], int], limit: int) -> list[str]:
+    """``text`` as one piece if ``frames(text) <= limit``, else pieces cut at the
+    strongest boundaries, each within ``limit``. Raises ``Unsplittable`` when a
+    single word does not fit.
+
+    Packing is greedy on an estimate: the sum of the units' frames planned alone
+    (cheap: short texts), then each packed piece is planned once as a whole and
+    gives back its last units while it is over (a unit's plan alone adds its own
+    edge silences, so the sum usually over-estimates). Planning every growing
+    candidate instead costs a long plan per unit."""
+    if frames(text) <= limit:
         return [text]
-    return _pack(text.split(), SENTENCE, fits)
+    return _pack(text.split(), SENTENCE, frames, limit)
 
 
-def _pack(words: list[str], level: int, fits: Callable[[str], bool]) -> list[str]:
+def _pack(words: list[str], level: int, frames: Callable[[str], int], limit: int) -> list[str]:
+    us = units(words, level)
+    sizes = [frames(" ".join(u)) for u in us]
     out: list[str] = []
-    cur: list[str] = []
-    for unit in units(words, level):
-        if cur and fits(" ".join(cur + unit)):
-            cur += unit
+    i = 0
+    while i < len(us):
+        if sizes[i] > limit:  # this sentence (clause) alone is too long: cut it finer
+            if level >= WORD:
+                raise Unsplittable(us[i][0])
+            out += _pack(us[i], level + 1, frames, limit)
+            i += 1
             continue
-        if cur:
-            out.append(" ".join(cur))
-            cur = []
-        if fits(" ".join(unit)):
-            cur = unit
-        elif level >= WORD:
-            raise Unsplittable(unit[0])
-        else:  # this sentence (clause) alone is too long: cut it at the next finer level
-            out += _pack(unit, level + 1, fits)
-    if cur:
-        out.append(" ".join(cur))
+        j, est = i + 1, sizes[i]
+        while j < len(us) and est + sizes[j] <= limit:
+            est += sizes[j]
+            j += 1
+        while j - i > 1 and frames(" ".join(w for u in us[i:j] for w in u)) > limit:
+            j -= 1
+        out.append(" ".join(w for u in us[i:j] for w in u))
+        i = j
     return out

@@ -218,17 +218,17 @@ class CodecLMTTS:
             return [(text, ids, al)]
         planned: dict[str, tuple[str, list[int], FrameAlign] | None] = {}
 
-        def fits(piece: str) -> bool:
+        def frames(piece: str) -> int:
             ids = text_to_ids(piece)
             if len(ids) < 3:  # nothing to speak (as for a whole text)
                 planned[piece] = None
-                return True
+                return 0
             al = plan(self.m, ids, None, pace)[1]
             planned[piece] = (piece, ids, al)
-            return al.n_frames <= limit
+            return al.n_frames
 
         try:
-            pieces = split_to_fit(text, fits)
+            pieces = split_to_fit(text, frames, limit)
         except Unsplittable as e:
             raise ValueError(
                 f"{e}: it plans more than the codec LM's max_frames ({limit} codec frames, "
