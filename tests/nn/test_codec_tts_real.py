@@ -97,3 +97,40 @@ def test_stream_pushes_only_fixed_widths(tts: CodecLMTTS, monkeypatch) -> None:
         tail = tail[1:]
     assert tail == sorted(set(tail), reverse=True)  # distinct, decreasing
     assert all(n & (n - 1) == 0 and n < tts.chunk_frames for n in tail)
+
+
+# A reply read in one piece past the codec LM's max_frames (1,024 frames, 47.5 s) used to
+# fail with "The size of tensor a (4) must match the size of tensor b (3)".
+_SENTENCES = [
+    "The museum opens at nine in the morning and closes at five in the evening.",
+    "Tickets cost twelve dollars for adults and six dollars for children under twelve.",
+    "On the first floor you will find paintings from the eighteenth and nineteenth centuries.",
+    "The second floor holds sculptures, old maps and a small collection of instruments.",
+    "Guided tours start every hour from the main hall, and they last about forty minutes.",
+    "The cafe near the garden serves coffee, tea, sandwiches and fresh cakes all day long.",
+]
+LONG = " ".join(_SENTENCES + _SENTENCES[:4])  # ~52 s
+
+
+def test_a_text_past_max_frames_is_spoken_in_pieces_cut_at_sentences(tts: CodecLMTTS) -> None:
+    plans = tts.plans(LONG)
+    assert len(plans) >= 2
+    assert sum(al.n_frames for _, _, al in plans) > tts.max_frames  # too long for one pass
+    assert all(al.n_frames <= tts.max_frames for _, _, al in plans)
+    assert " ".join(p for p, _, _ in plans) == LONG
+    assert all(p.endswith(".") for p, _, _ in plans)  # cut at sentence ends, not mid-sentence
+    codes, stats, _ = tts.decode_codes(LONG, TtsConfig(rule="topk", top_k=3))
+    assert codes.shape == (sum(al.n_frames for _, _, al in plans), tts.m.target.args.n_q)
+    assert stats["frames"] == len(codes) and stats["acceptance_rate"] > 0.2
+    # The pieces follow each other as one utterance: each piece's frames are what that
+    # piece alone decodes to (same rule, same seed).
+    last = tts.decode_codes(plans[-1][0], TtsConfig(rule="topk", top_k=3))[0]
+    np.testing.assert_array_equal(codes[-len(last) :], last)
+
+
+def test_given_durations_too_long_for_one_pass_are_a_clear_error(tts: CodecLMTTS) -> None:
+    from voicepipe.nn.hibari_teacher import text_to_ids
+
+    ids = text_to_ids("Hello there.")
+    with pytest.raises(ValueError, match="max_frames"):
+        next(tts.codes("Hello there.", TtsConfig(), durations=[200] * len(ids)))

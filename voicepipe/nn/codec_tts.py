@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from voicepipe.config import TtsConfig
+from voicepipe.core.textsplit import Unsplittable, split_to_fit
 from voicepipe.nn.codec_lm_decode import (  # noqa: F401 - re-exported for callers
     CodecLMProposer,
     CodecLMTarget,
@@ -26,6 +27,7 @@ from voicepipe.nn.codec_lm_decode import (  # noqa: F401 - re-exported for calle
     load_training_checkpoints,
     plan,
 )
+from voicepipe.nn.phonemes import FrameAlign, frame_seconds
 from voicepipe.spec import rules
 from voicepipe.spec.adaptive import AdaptiveK
 from voicepipe.spec.loop import SpeculativeDecoder
@@ -155,35 +157,84 @@ class CodecLMTTS:
         durations: list[int] | None = None,
         pace: float = 1.0,
     ):
-        """Yield (N, Q) code blocks for ``text`` (speculative, or plain per rule "ar")."""
+        """Yield (N, Q) code blocks for ``text`` (speculative, or plain per rule "ar").
+
+        A text whose plan exceeds the codec LM's ``max_frames`` is spoken as several
+        passes over pieces cut at sentence, then clause, then word boundaries
+        (core/textsplit.py); the blocks follow each other as one utterance."""
+        total, rule = SpecMetrics(), self.rule(tts)
+        k = max(1, tts.spec_k)
+        for _piece, ids, al in self.plans(text, durations, pace):
+            target = CodecLMTarget(
+                self.m.target, conditioning(self.m.target, ids, al), seed=tts.seed
+            )
+            proposer = None
+            if tts.rule != "ar" and tts.spec_k > 0:
+                proposer = CodecLMProposer(
+                    self.m.draft,
+                    conditioning(self.m.draft, ids, al),
+                    temperature=tts.temperature,
+                    seed=tts.seed,
+                )
+            decoder = SpeculativeDecoder(
+                target,
+                proposer,
+                SamplingParams(temperature=tts.temperature, seed=tts.seed),
+                k=k,
+                rule=rule,
+                controller=lambda: AdaptiveK.for_codec(k, adaptive=tts.adaptive_k),
+            )
+            for out in decoder.generate([target.bos], al.n_frames):
+                yield target.levels(out)
+            total.merge(decoder.metrics)
+        if stats is not None:
+            stats.update(codec_stats(total))
+
+    @property
+    def max_frames(self) -> int:
+        """Codec frames one pass can decode (the RoPE table and KV cache of both models)."""
+        return min(self.m.target.args.max_frames, self.m.draft.args.max_frames)
+
+    def plans(
+        self, text: str, durations: list[int] | None = None, pace: float = 1.0
+    ) -> list[tuple[str, list[int], FrameAlign]]:
+        """(text, phoneme ids, frame alignment) of each pass that speaks ``text``: one if its
+        plan fits ``max_frames``, else one per piece of ``split_to_fit``. Given
+        ``durations`` (e.g. the teacher's) belong to the whole text and cannot be cut,
+        so a text too long for them raises ValueError; so does a single word too long."""
         from voicepipe.nn.hibari_teacher import text_to_ids
 
-        ids = text_to_ids(text)
-        if len(ids) < 3:
-            return
-        durations, al = plan(self.m, ids, durations, pace)
-        target = CodecLMTarget(self.m.target, conditioning(self.m.target, ids, al), seed=tts.seed)
-        proposer = None
-        if tts.rule != "ar" and tts.spec_k > 0:
-            proposer = CodecLMProposer(
-                self.m.draft,
-                conditioning(self.m.draft, ids, al),
-                temperature=tts.temperature,
-                seed=tts.seed,
-            )
-        k = max(1, tts.spec_k)
-        decoder = SpeculativeDecoder(
-            target,
-            proposer,
-            SamplingParams(temperature=tts.temperature, seed=tts.seed),
-            k=k,
-            rule=self.rule(tts),
-            controller=lambda: AdaptiveK.for_codec(k, adaptive=tts.adaptive_k),
-        )
-        for out in decoder.generate([target.bos], al.n_frames):
-            yield target.levels(out)
-        if stats is not None:
-            stats.update(codec_stats(decoder.metrics))
+        limit = self.max_frames
+        if durations is not None:
+            ids = text_to_ids(text)
+            if len(ids) < 3:
+                return []
+            durations, al = plan(self.m, ids, durations, pace)
+            if al.n_frames > limit:
+                raise ValueError(
+                    f"{al.n_frames} codec frames planned by the given durations, more than "
+                    f"the codec LM's max_frames ({limit}); durations cannot be split"
+                )
+            return [(text, ids, al)]
+        planned: dict[str, tuple[str, list[int], FrameAlign] | None] = {}
+
+        def frames(piece: str) -> int:
+            ids = text_to_ids(piece)
+            if len(ids) < 3:  # nothing to speak (as for a whole text)
+                planned[piece] = None
+                return 0
+            al = plan(self.m, ids, None, pace)[1]
+            planned[piece] = (piece, ids, al)
+            return al.n_frames
+
+        try:
+            pieces = split_to_fit(text, frames, limit)
+        except Unsplittable as e:
+            raise ValueError(
+                f"{e}: it plans more than the codec LM's max_frames ({limit} codec frames, "
+                f"{limit * frame_seconds():.1f} s)"
+            ) from e
+        return [p for p in (planned[x] for x in pieces) if p is not None]
 
     def stream(
         self,

@@ -33,12 +33,18 @@ def runs_dir() -> Path:
 
 
 def load_utterances(
-    root: Path, n_q: int, split: str = "train", need_codes: bool = True
+    root: Path,
+    n_q: int,
+    split: str = "train",
+    need_codes: bool = True,
+    missing: list[str] | None = None,
 ) -> list[dict]:
     """Manifest rows of one split with codes (T, n_q) and frame alignment attached.
 
-    need_codes False (duration predictor): rows without codes get a dummy (T, n_q)
-    of zeros sized from the durations, so batching and collation stay the same."""
+    need_codes True: rows whose codes/ID.npy does not exist (yet) are left out and
+    their ids appended to ``missing``. need_codes False (duration predictor): such
+    rows get a dummy (T, n_q) of zeros sized from the durations, so batching and
+    collation stay the same."""
     import numpy as np
 
     from voicepipe.nn.phonemes import align, n_frames_for
@@ -52,6 +58,8 @@ def load_utterances(
         if path.exists():
             codes = np.load(path)[:, :n_q].astype(np.int64)
         elif need_codes:
+            if missing is not None:
+                missing.append(row["id"])
             continue
         else:
             codes = np.zeros((n_frames_for(row["durations"]), n_q), np.int64)
@@ -67,6 +75,33 @@ def load_utterances(
             }
         )
     return out
+
+
+def load_all(
+    root: Path, more_data: str, n_q: int, need_codes: bool, allow_missing: bool = False
+) -> list[dict]:
+    """Training rows of ``root`` and of each ``more_data`` directory (comma-separated).
+
+    A manifest row without codes is a corpus whose encoding has not finished (or
+    failed): `train tts` once read 7,671 of the domain corpus's 8,250 rows because it
+    was started while `tts-data --codes-only` was still writing the last 579. So
+    missing codes stop the run, naming them, unless ``allow_missing``."""
+    utts: list[dict] = []
+    for d in [root, *(Path(x) for x in more_data.split(",") if x)]:
+        missing: list[str] = []
+        rows = load_utterances(d, n_q, need_codes=need_codes, missing=missing)
+        log.info("%s: %d training utterances", d, len(rows))
+        if missing:
+            msg = (
+                f"{d}: {len(missing)} training rows have no codes/ID.npy (first: "
+                f"{', '.join(missing[:3])}); encode them with `voicepipe train tts-data "
+                f"--codes-only --out {d}` (wait for a running encoder to finish)"
+            )
+            if not allow_missing:
+                raise SystemExit(msg + ", or pass --allow-missing-codes to train without them")
+            log.warning("%s; training without them (--allow-missing-codes)", msg)
+        utts += rows
+    return utts
 
 
 def batches(utts: list[dict], max_frames: int, rng: random.Random) -> list[list[int]]:
@@ -117,6 +152,27 @@ def collate(utts: list[dict], idx: list[int]):
     return tt(phon), tt(dur), tt(pmask), tt(codes), tt(mask), al
 
 
+def init_states(path: Path) -> dict:
+    """{"args": {name: model args}, "models": {name: float32 state dict}} of a model
+    directory (models/codec-lm-hibari: config.json + NAME.pt, fp16) or of a
+    `train tts` checkpoint (runs/tts/RUN/latest.pt or stepN.pt)."""
+    import torch
+
+    if path.is_dir():
+        cfg = json.loads((path / "config.json").read_text())
+        names = [k for k in ("target", "draft", "duration") if (path / f"{k}.pt").exists()]
+        states = {k: torch.load(path / f"{k}.pt", map_location="cpu") for k in names}
+        margs = {k: cfg[k] for k in names}
+    else:
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+        states, margs = ck["models"], ck["args"]
+    floats = {
+        k: {n: (v.float() if v.is_floating_point() else v) for n, v in st.items()}
+        for k, st in states.items()
+    }
+    return {"args": margs, "models": floats}
+
+
 def _lr(elapsed_s: float, budget_s: float, base: float, warm_s: float = 120.0) -> float:
     if elapsed_s < warm_s:
         return base * max(0.05, elapsed_s / warm_s)
@@ -147,16 +203,25 @@ def train(args: argparse.Namespace) -> int:
     run.mkdir(parents=True, exist_ok=True)
     n_phon = n_phoneme_ids()
     what = args.what
+    # --init: start from trained weights (fine-tuning) instead of a random init; the
+    # architecture is the init's, not the --dim/--layers flags. A resumed run's
+    # latest.pt (below) still wins over it.
+    init = init_states(Path(args.init)) if args.init else None
     if what == "duration":
-        models = {"duration": DurationPredictor(DurArgs(n_phon=n_phon))}
+        dargs = DurArgs(**init["args"]["duration"]) if init else DurArgs(n_phon=n_phon)
+        models = {"duration": DurationPredictor(dargs)}
     else:
         target = CodecLM(
-            ModelArgs(
+            ModelArgs(**init["args"]["target"])
+            if init
+            else ModelArgs(
                 n_phon=n_phon, n_q=args.n_q, dim=args.dim, n_layers=args.layers, n_heads=args.heads
             )
         )
         draft = CodecLM(
-            ModelArgs(
+            ModelArgs(**init["args"]["draft"])
+            if init
+            else ModelArgs(
                 n_phon=n_phon,
                 n_q=1,
                 dim=args.draft_dim,
@@ -167,6 +232,10 @@ def train(args: argparse.Namespace) -> int:
         init_weights(target)
         init_weights(draft)
         models = {"target": target, "draft": draft}
+    if init:
+        for k, m in models.items():
+            m.load_state_dict(init["models"][k])
+        log.info("initialised %s from %s", ", ".join(models), args.init)
     opts = {
         k: torch.optim.AdamW(m.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
         for k, m in models.items()
@@ -189,13 +258,9 @@ def train(args: argparse.Namespace) -> int:
             else f"{sum(p.numel() for p in m.parameters()) / 1e6:.2f}M params",
         )
 
-    utts = load_utterances(root, args.n_q, need_codes=what != "duration")
-    for extra in (Path(d) for d in args.more_data.split(",") if d):
-        # More data sets in the same layout (e.g. `voicepipe train tts-domain`'s replies,
-        # encoded with `voicepipe train tts-data --codes-only --out DIR`).
-        more = load_utterances(extra, args.n_q, need_codes=what != "duration")
-        log.info("%s: %d more training utterances", extra, len(more))
-        utts += more
+    # More data sets in the same layout (e.g. `voicepipe train tts-domain`'s replies,
+    # encoded with `voicepipe train tts-data --codes-only --out DIR`).
+    utts = load_all(root, args.more_data, args.n_q, what != "duration", args.allow_missing_codes)
     if not utts:
         raise SystemExit(
             f"no training utterances with codes under {root}; run "
@@ -298,6 +363,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR[,DIR]",
         help="also train on these data directories (same layout, codes encoded), e.g. "
         "$VOICEPIPE_HOME/data/tts_domain from `voicepipe train tts-domain`",
+    )
+    p.add_argument(
+        "--init",
+        default="",
+        metavar="PATH",
+        help="fine-tune: start from these weights (a model directory such as "
+        "models/codec-lm-hibari, or a train tts checkpoint); the architecture is theirs",
+    )
+    p.add_argument(
+        "--allow-missing-codes",
+        action="store_true",
+        help="train even if some manifest rows have no codes yet (default: stop, naming them)",
     )
     p.add_argument("--minutes", type=float, default=90.0, help="wall-clock budget (LR schedule)")
     p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: budget only)")
