@@ -76,6 +76,10 @@ _DONE = object()
 _KEEP_REPLIES = 16  # turns whose reply set_heard can still find
 
 
+_BASES: dict[tuple, object] = {}  # [llm] settings → the process's base engine
+_BASES_LOCK = threading.Lock()
+
+
 def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     """A per-session engine over process-wide shared weights."""
     from voicepipe.nn.engine import load_engine
@@ -83,13 +87,21 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
 
     c = cfg.llm
     sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
-    # 2048 positions: a voice conversation's window (older turns are dropped), and a
-    # per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
-    base = load_engine(
-        c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
-        reply_store=c.reply_store, prefix_cache=c.prefix_cache,
-    )  # fmt: skip
-    eng = base.fork()
+    key = (c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, c.temperature, c.top_k,
+           c.top_p, c.seed, c.reply_store, c.prefix_cache)  # fmt: skip
+    with _BASES_LOCK:
+        base = _BASES.get(key)
+        if base is None:
+            # 2048 positions: a voice conversation's window (older turns are dropped), and
+            # a per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
+            # Built once per process: a session only forks it (fresh caches), instead of
+            # paying the tokenizer, the model registry's manifests and a second cache
+            # each time a client says hello.
+            base = _BASES[key] = load_engine(
+                c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
+                reply_store=c.reply_store, prefix_cache=c.prefix_cache,
+            )  # fmt: skip
+    eng = base.fork()  # type: ignore[attr-defined]
     # The first session of the process (or the server's preload) computes the system
     # prompt's keys and values; every later one copies them.
     eng.share_prefix(system_prefix(eng.tokenizer, c.system_prompt))
