@@ -97,3 +97,17 @@ def test_stream_pushes_only_fixed_widths(tts: CodecLMTTS, monkeypatch) -> None:
         tail = tail[1:]
     assert tail == sorted(set(tail), reverse=True)  # distinct, decreasing
     assert all(n & (n - 1) == 0 and n < tts.chunk_frames for n in tail)
+
+
+def test_warm_up_runs_once_per_process_not_per_session(monkeypatch) -> None:
+    """A session's TTS instance holds no state of its own: warming the shared codec
+    again (a synthesis per session start) was pure cost for every live session."""
+    cfg = config.Config()
+    CodecLMTTS.shared(cfg).warm_up()  # the process's (the server's preload)
+    session = CodecLMTTS.shared(cfg)
+
+    def no_synthesis(*a: object, **k: object) -> None:
+        raise AssertionError("a session's warm-up synthesized again")
+
+    monkeypatch.setattr(session, "stream", no_synthesis)
+    session.warm_up()

@@ -398,3 +398,11 @@ async def test_the_engine_a_stage_built_goes_when_it_stops(cfg, engine) -> None:
         assert given.engine is not None and caches[given]() is not None
     finally:
         gc.enable()
+
+
+def test_sessions_fork_one_base_engine(cfg) -> None:  # noqa: ANN001
+    """engine_for per session: shared weights and tokenizer, caches of its own (the base
+    engine is built once per process, not per client that says hello)."""
+    a, b = engine_for(cfg), engine_for(cfg)
+    assert a.model is b.model and a.tokenizer is b.tokenizer
+    assert a.target is not b.target and a.target.cache is not b.target.cache
