@@ -103,6 +103,8 @@ async def _ask(
         "reply_text": out["reply_text"],
         "voice_to_voice_ms": out["latency_ms"].get("e2e.voice_to_voice"),
         "server_cpu_s": round(cpu, 2),
+        # Every span the session reported (asr, llm.ttft, tts.ttfa, …): where time went.
+        "spans_ms": {k: round(v, 1) for k, v in sorted(out["latency_ms"].items())},
     }
 
 
@@ -148,6 +150,11 @@ async def bench(
             "failed": sum(not r["ok"] for r in rs),
             "server_cpu_s_mean": round(sum(r["server_cpu_s"] for r in rs) / len(rs), 2),
         }
+    spans = sorted(set.intersection(*(set(r["spans_ms"]) for rs in runs.values() for r in rs)))
+    out["span_p50_ms"] = {  # alone vs under attack, per stage
+        k: {name: _pcts([r["spans_ms"][k] for r in rs])["p50"] for name, rs in runs.items()}
+        for k in spans
+    }
     alone, hit = out["alone"]["voice_to_voice_ms"], out["under_attack"]["voice_to_voice_ms"]
     out["ratio_under_attack"] = {
         q: round(hit[q] / alone[q], 3) for q in ("p50", "p95") if q in alone and q in hit
