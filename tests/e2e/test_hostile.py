@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
-import socket
 from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
-from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from voicepipe import config
+from voicepipe.bench import attackers as A
 from voicepipe.client import run_sessions
 from voicepipe.core import protocol as P
 from voicepipe.server.app import Server
@@ -67,12 +66,6 @@ async def _metric(s: Server, name: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-async def _connect(s: Server, local: str = "127.0.0.1", **kw: object) -> object:
-    return await connect(
-        s.ws_url, compression=None, proxy=None, close_timeout=2, local_addr=(local, 0), **kw
-    )
-
-
 async def _wait_empty(s: Server) -> None:
     for _ in range(200):
         if not s.sessions:
@@ -83,7 +76,7 @@ async def _wait_empty(s: Server) -> None:
 
 @pytest.mark.parametrize("server", [{"max_sessions": 8}], indirect=True)
 async def test_eight_idle_sockets_do_not_lock_out_an_honest_client(server: Server) -> None:
-    idle = [await _connect(server) for _ in range(8)]  # never say hello
+    idle = await A.idle_sockets(server.ws_url, 8)  # never say hello
     await _honest(server)
     assert server.admission.pending == 8  # they wait in their own pool, not in a session slot
     for ws in idle:
@@ -94,21 +87,26 @@ async def test_eight_idle_sockets_do_not_lock_out_an_honest_client(server: Serve
 
 
 async def test_connect_close_churn_beside_an_honest_client(server: Server) -> None:
-    async def churn() -> None:
-        for _ in range(300):
-            ws = await _connect(server)
-            await ws.close()
-
-    await asyncio.gather(churn(), _honest(server, 2.0))
+    cycles, _ = await asyncio.gather(A.churn(server.ws_url, 300), _honest(server, 2.0))
+    assert cycles == 300
     await _wait_empty(server)
     assert server.admission.pending == 0 and server.admission.sessions == 0
+    # Only the one real session's teardown trims memory: 300 connections that never were
+    # sessions cost no malloc_trim (it locks the arenas live model threads allocate from).
+    trims = "voicepipe_memory_trims_total"
+    for _ in range(100):
+        if await _metric(server, trims) >= 1:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.2)
+    assert await _metric(server, trims) == 1
 
 
 @pytest.mark.parametrize(
     "server", [{"max_pending_per_address": 4, "max_pending": 16}], indirect=True
 )
 async def test_a_flood_from_one_address_evicts_only_its_own(server: Server) -> None:
-    flood = [await _connect(server, local="127.0.0.2") for _ in range(10)]
+    flood = await A.idle_sockets(server.ws_url, 10, local="127.0.0.2")
     await asyncio.sleep(0.2)
     assert server.admission.pending_of("127.0.0.2") == 4
     evicted = [ws for ws in flood[:6]]
@@ -124,26 +122,11 @@ async def test_a_flood_from_one_address_evicts_only_its_own(server: Server) -> N
 
 @pytest.mark.parametrize("server", [{"send_timeout_s": 1.0}], indirect=True)
 async def test_a_client_that_never_reads_is_closed(server: Server) -> None:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: small window
-    sock.connect(("127.0.0.1", server.port))
-    ws = await connect(
-        server.ws_url, sock=sock, compression=None, proxy=None, close_timeout=1, max_queue=1
-    )
-    await ws.send(P.encode_message(P.Hello(sample_rate=48000, output_sample_rate=48000)))
-    pcm = np.full(960, 1000, np.int16)
+    # Said hello, then never reads a byte: 48 kHz output fills its small window fast.
+    ws = await A.never_reading(server.ws_url, 48000)
     honest = asyncio.create_task(_honest(server, 3.0))
-
-    async def stream() -> None:  # keeps the loopback echo flowing, never reads a byte
-        for seq in range(1500):
-            await ws.send(
-                P.encode_audio(
-                    P.AudioFrame(kind=P.KIND_AUDIO_IN, seq=seq, media_ts=seq * 960, pcm=pcm)
-                )
-            )
-            await asyncio.sleep(0.02)
-
-    streamer = asyncio.create_task(stream())
+    # A steady tone keeps the loopback echo flowing back at it.
+    streamer = asyncio.create_task(A.stream_audio(ws, 1500, 48000, level=1000))
     for _ in range(600):  # wait until the server gave up on it
         if await _metric(server, f'voicepipe_closes_total{{code="{P.CLOSE_POLICY}"}}') >= 1:
             break
@@ -158,22 +141,11 @@ async def test_a_client_that_never_reads_is_closed(server: Server) -> None:
 
 async def test_ten_megabyte_frame_and_slowloris(server: Server) -> None:
     honest = asyncio.create_task(_honest(server, 2.0))
-    ws = await _connect(server, max_size=None)
-    await ws.send(P.encode_message(P.Hello(sample_rate=RATE)))
-    assert isinstance(P.decode(await ws.recv()), P.HelloAck)
-    try:
-        await ws.send(b"\x01\x01" + bytes(10 * 1024 * 1024))
-        await asyncio.wait_for(ws.wait_closed(), 10)
-    except ConnectionClosed:
-        pass
-    assert ws.close_code == P.CLOSE_MESSAGE_TOO_BIG
-    # Slowloris: an upgrade request that never finishes.
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-    writer.write(b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-    await writer.drain()
-    closed = await asyncio.wait_for(reader.read(), 30)  # handshake_timeout_s: EOF, no hang
+    code = await A.send_after_hello(server.ws_url, b"\x01\x01" + bytes(A.TEN_MB))
+    assert code == P.CLOSE_MESSAGE_TOO_BIG
+    # Slowloris: an upgrade request that never finishes; handshake_timeout_s: EOF, no hang.
+    closed = await A.slowloris(server.ws_url, 30)
     assert b"101" not in closed
-    writer.close()
     await honest
 
 
@@ -187,23 +159,11 @@ async def test_ten_megabyte_frame_and_slowloris(server: Server) -> None:
 async def test_absurd_playback_reports_close_only_their_session(
     server: Server, report: dict
 ) -> None:
-    import json
-
     honest = asyncio.create_task(_honest(server, 2.0))
     for _ in range(2):
-        ws = await _connect(server)
-        await ws.send(P.encode_message(P.Hello(sample_rate=RATE)))
-        assert isinstance(P.decode(await ws.recv()), P.HelloAck)
-        body = {
-            "type": "playback",
-            "turn_id": 1,
-            "played_samples": 0,
-            "sample_rate": RATE,
-            **report,
-        }
-        await ws.send(json.dumps(body))
-        await asyncio.wait_for(ws.wait_closed(), 10)
-        assert ws.close_code == P.CLOSE_PROTOCOL_ERROR
+        ws = await A.hello(server.ws_url, RATE)
+        await ws.send(A.playback_report(report))
+        assert await A.closed(ws, 10) == P.CLOSE_PROTOCOL_ERROR
         assert ws.close_reason.startswith("protocol error: field")
     await honest
     for name in ("underruns", "concealed_ms"):
@@ -218,9 +178,7 @@ async def test_internal_failure_closes_1011_with_an_error(server: Server, monkey
         raise OverflowError("injected fault")
 
     monkeypatch.setattr(session_mod.Session, "_playback", broken)  # fault injection
-    ws = await _connect(server)
-    await ws.send(P.encode_message(P.Hello(sample_rate=RATE)))
-    assert isinstance(P.decode(await ws.recv()), P.HelloAck)
+    ws = await A.hello(server.ws_url, RATE)
     await ws.send(P.encode_message(P.Playback(turn_id=1, played_samples=0, sample_rate=RATE)))
     errors = []
     try:
@@ -238,9 +196,7 @@ async def test_internal_failure_closes_1011_with_an_error(server: Server, monkey
 
 
 async def test_not_utf8_text_closes_1007_as_documented(server: Server) -> None:
-    ws = await _connect(server)
-    await ws.send(P.encode_message(P.Hello(sample_rate=RATE)))
-    assert isinstance(P.decode(await ws.recv()), P.HelloAck)
+    ws = await A.hello(server.ws_url, RATE)
     # websockets validates UTF-8 itself; write a raw masked text frame with invalid bytes.
     payload, mask = b"\xff\xfe{}", b"\x01\x02\x03\x04"
     masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))

@@ -134,3 +134,17 @@ def test_given_durations_too_long_for_one_pass_are_a_clear_error(tts: CodecLMTTS
     ids = text_to_ids("Hello there.")
     with pytest.raises(ValueError, match="max_frames"):
         next(tts.codes("Hello there.", TtsConfig(), durations=[200] * len(ids)))
+
+
+def test_warm_up_runs_once_per_process_not_per_session(monkeypatch) -> None:
+    """A session's TTS instance holds no state of its own: warming the shared codec
+    again (a synthesis per session start) was pure cost for every live session."""
+    cfg = config.Config()
+    CodecLMTTS.shared(cfg).warm_up()  # the process's (the server's preload)
+    session = CodecLMTTS.shared(cfg)
+
+    def no_synthesis(*a: object, **k: object) -> None:
+        raise AssertionError("a session's warm-up synthesized again")
+
+    monkeypatch.setattr(session, "stream", no_synthesis)
+    session.warm_up()

@@ -414,3 +414,11 @@ async def test_tools_are_off_cleanly_where_the_template_has_none(cfg, engine) ->
         lambda f, got: isinstance(f, TextChunk) and f.last,
     )
     assert not [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tool"]
+
+
+def test_sessions_fork_one_base_engine(cfg) -> None:  # noqa: ANN001
+    """engine_for per session: shared weights and tokenizer, caches of its own (the base
+    engine is built once per process, not per client that says hello)."""
+    a, b = engine_for(cfg), engine_for(cfg)
+    assert a.model is b.model and a.tokenizer is b.tokenizer
+    assert a.target is not b.target and a.target.cache is not b.target.cache

@@ -288,9 +288,13 @@ class CodecLMTTS:
 
     def warm_up(self) -> None:
         """Run every vocoder input width a stream uses once (first chunk, chunk, tail
-        pieces, flush), so a session's first reply doesn't pay oneDNN's primitive
-        creation. The primitive cache is per process: once is enough for all sessions
-        sharing this codec; later calls only synthesize a short word (LM warm-up)."""
+        pieces, flush), then synthesize a short word (LM warm-up), so a session's first
+        reply doesn't pay oneDNN's primitive creation. The primitive cache is per process
+        and a TTS instance holds no state of its own (its caches are per utterance): once
+        is enough for all sessions sharing this codec, and later calls return at once.
+        (They used to synthesize the word again, ~0.5 s of CPU per session start that a
+        burst of clients saying hello made every live session's reply wait for; a fresh
+        instance's first reply measured no faster for it: docs/BENCHMARKS.md, "hostile".)"""
         top = max(self.first_frames, self.chunk_frames)
         sizes = (
             self.first_frames,
@@ -300,13 +304,14 @@ class CodecLMTTS:
         with _SHARED_LOCK:
             todo = (id(self.codec), sizes) not in _WARMED
             _WARMED.add((id(self.codec), sizes))
-        if todo:
-            torch.set_num_threads(self.threads)
-            dec = self.codec.stream_decoder()
-            z = np.zeros((1, self.codec.q), np.int64)
-            for n in sizes:
-                dec.push(np.repeat(z, n, 0))
-            dec.flush()
+        if not todo:
+            return
+        torch.set_num_threads(self.threads)
+        dec = self.codec.stream_decoder()
+        z = np.zeros((1, self.codec.q), np.int64)
+        for n in sizes:
+            dec.push(np.repeat(z, n, 0))
+        dec.flush()
         for _ in self.stream("Okay.", TtsConfig()):
             pass
 

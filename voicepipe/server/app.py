@@ -258,15 +258,23 @@ class Server:
             self.metrics.closes.labels(str(code)).inc()
             if session.admitted or code != P.CLOSE_NORMAL:
                 log.info("session %s closed: %s %s", session.id, code, reason)
-            if self.tracer.path is not None:  # readable while the server keeps running
-                try:
-                    self.tracer.save()
-                except OSError as e:
-                    log.warning("cannot write trace %s: %s", self.tracer.path, e)
-            # What the session freed sits in glibc's per-thread arenas: give it back.
+            admitted = session.admitted
             del session
-            await asyncio.to_thread(memory.release_free_memory)
-            self.metrics.trims.inc()
+            # Never a session: no pipeline ran, no spans, next to nothing to free. A churn
+            # of such connections must cost no file writes and no malloc_trim (which locks
+            # the arenas the live sessions' model threads allocate from).
+            if admitted:
+                await self._after_session()
+
+    async def _after_session(self) -> None:
+        if self.tracer.path is not None:  # readable while the server keeps running
+            try:
+                self.tracer.save()
+            except OSError as e:
+                log.warning("cannot write trace %s: %s", self.tracer.path, e)
+        # What the session freed sits in glibc's per-thread arenas: give it back.
+        await asyncio.to_thread(memory.release_free_memory)
+        self.metrics.trims.inc()
 
 
 def _bind(host: str, port: int) -> list[socket.socket]:

@@ -5,11 +5,15 @@ Not a stage: ``voicepipe/stages/llm.py`` uses it (and re-exports ``engine_for``)
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from voicepipe.config import Config
 from voicepipe.stages.llm_tools import active_tools, system_prompt
 from voicepipe.tools import Toolbox
+
+_BASES: dict[tuple, object] = {}  # [llm] settings → the process's base engine
+_BASES_LOCK = threading.Lock()
 
 
 def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
@@ -21,14 +25,22 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
     if cfg.tools.enabled:  # a bad [tools] name fails now, before seconds of loading
         Toolbox.build(cfg.tools.builtin, cfg.tools.user)
     sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
-    # 2048 positions: a voice conversation's window (older turns are dropped), and a
-    # per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
-    base = load_engine(
-        c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
-        reply_store=c.reply_store, prefix_cache=c.prefix_cache,
-        prefill_threads=c.prefill_threads,
-    )  # fmt: skip
-    eng = base.fork()
+    key = (c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, c.temperature, c.top_k,
+           c.top_p, c.seed, c.reply_store, c.prefix_cache, c.prefill_threads)  # fmt: skip
+    with _BASES_LOCK:
+        base = _BASES.get(key)
+        if base is None:
+            # 2048 positions: a voice conversation's window (older turns are dropped), and
+            # a per-session fp32 KV cache of ~95 MB for SmolLM2 rather than twice that.
+            # Built once per process: a session only forks it (fresh caches), instead of
+            # paying the tokenizer, the model registry's manifests and a second cache
+            # each time a client says hello.
+            base = _BASES[key] = load_engine(
+                c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
+                reply_store=c.reply_store, prefix_cache=c.prefix_cache,
+                prefill_threads=c.prefill_threads,
+            )  # fmt: skip
+    eng = base.fork()  # type: ignore[attr-defined]
     # The first session of the process (or the server's preload) computes the system
     # prompt's keys and values, with the tools the template shows; every later one
     # copies them.

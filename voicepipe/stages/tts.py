@@ -147,8 +147,9 @@ class TTSStage(Stage):
     async def start(self) -> None:
         if self.backend is None:
             self.backend = await asyncio.to_thread(make_backend, self.cfg)
-            # The first synthesis of a fresh backend is ~0.7 s slower (allocations, kernel
-            # selection); pay it now, while the user is still talking, not in tts.ttfa.
+            # The first synthesis is ~0.7 s slower (allocations, kernel selection); pay it
+            # now, while the user is still talking, not in tts.ttfa. (codec-lm: once per
+            # process, usually by the pipeline's preload; hibari: per session.)
             await asyncio.to_thread(_warm_up, self.backend)
 
     async def process(self, frame: Frame) -> None:
