@@ -1,4 +1,4 @@
-"""`voicepipe bench answers` end to end on the default 135M model (a few items)."""
+"""`voicepipe bench answers` end to end on the fast profile's 135M model (a few items)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.profile import FAST_TOML
 from voicepipe.bench.answers import SET_PATH, load_set
 from voicepipe.cli import main
 
@@ -14,7 +15,7 @@ def test_bench_answers_scores_two_turn_items_through_the_stage(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     rc = main(["bench", "answers", "--category", "followups", "--n", "2", "--json",
-               "--llm.max_new_tokens=24"])  # fmt: skip
+               "--config", str(FAST_TOML), "--llm.max_new_tokens=24"])  # fmt: skip
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["set"]["items"] == 2 and out["set"]["turns"] == 4

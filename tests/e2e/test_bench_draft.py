@@ -6,10 +6,15 @@ import json
 import subprocess
 import sys
 
+from tests.profile import FAST_TOML
+
+FAST = str(FAST_TOML)
+
 
 def _bench(*args: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "voicepipe.cli", "bench", *args, "--json"],
+        # The 135M and its draft (configs/fast.toml): what these rows measure.
+        [sys.executable, "-m", "voicepipe.cli", "bench", *args, "--json", "--config", FAST],
         capture_output=True,
         text=True,
         timeout=600,

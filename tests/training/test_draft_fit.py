@@ -127,6 +127,8 @@ def test_fit_from_the_release_draft_logs_its_start_and_holds_out_the_val_shard(
         depth_weight=0.8,
         qat=True,
         more_data="",
+        ffn_dim=0,
+        prompt_ctx=0,
     )
     assert draft_fit.fit(args) == 0
     log = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
@@ -166,6 +168,7 @@ def test_more_data_joins_the_recent_pool_without_the_held_out_prompts(shards, tm
         data=str(shards), run=str(tmp_path / "run"), model="smollm2-135m", threads=1, seed=0,
         vocab=8192, steps=1, lr=1e-4, bs=2, init="", val_shard="2", recent_from=1,
         recent_share=0.5, depths=1, depth_weight=0.8, qat=False, more_data=str(more),
+        ffn_dim=0, prompt_ctx=0,
     )  # fmt: skip
     assert draft_fit.fit(args) == 0
     log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
