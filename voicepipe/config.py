@@ -105,7 +105,8 @@ class LlmConfig:
     base_url: str = "http://127.0.0.1:8080/v1"  # backend = "openai" only
     api_key: str = ""  # backend = "openai": empty = $OPENAI_API_KEY, else none
     weights: str = "int4"  # fp32 | bf16 | int8 | int4 (int4 = the GGUF's own Q4_1 grid)
-    drafter: str = "ngram"  # none | ngram | EAGLE draft | GGUF | ngram+<either>
+    # Prompt lookup, the reply store, then the 1.5B's EAGLE draft (models/qwen2.5-coder-1.5b-draft).
+    drafter: str = "ngram+qwen2.5-coder-1.5b-draft"  # none | ngram | EAGLE | GGUF | ngram+<either>
     reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store
     spec_k: int = 4
     adaptive_k: bool = True
