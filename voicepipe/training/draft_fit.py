@@ -74,7 +74,8 @@ def _trim(s: dict, ctx: int) -> dict:
     Why: with a long system prompt most of a sample is prompt, identical across
     samples and never a loss position; the draft's attention reads positions
     through RoPE, relative, so a sample cut this way is the same sample with
-    less context. A 1.5B target's draft trains ~3x faster with ctx = 16.
+    less context. (The 1.5B's draft trained with ctx = 12: rows of ~50 tokens
+    instead of ~150.)
     """
     lo = max(0, s["prompt_len"] - ctx) if ctx > 0 else 0
     if lo == 0:
