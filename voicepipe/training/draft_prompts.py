@@ -17,23 +17,11 @@ import random
 import re
 from collections.abc import Callable
 
+from voicepipe.training.corpus import TOPICS
+
+# The TTS corpus's topics first (the same order: prompt lists stay as they were), then more.
 SUBJECTS = [
-    "photosynthesis",
-    "gravity",
-    "the water cycle",
-    "inflation",
-    "machine learning",
-    "the immune system",
-    "volcanoes",
-    "black holes",
-    "electricity",
-    "the stock market",
-    "climate change",
-    "the internet",
-    "vaccines",
-    "tides",
-    "rainbows",
-    "earthquakes",
+    *TOPICS,
     "compound interest",
     "DNA",
     "the French Revolution",
