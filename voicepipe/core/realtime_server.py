@@ -423,22 +423,22 @@ class OutputTextDone(_ContentEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FunctionArgumentsDelta(ServerEvent):
-    TYPE: ClassVar[str] = "response.function_call_arguments.delta"
+class _CallEvent(ServerEvent):
     response_id: str
     item_id: str
     output_index: int
     call_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionArgumentsDelta(_CallEvent):
+    TYPE: ClassVar[str] = "response.function_call_arguments.delta"
     delta: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class FunctionArgumentsDone(ServerEvent):
+class FunctionArgumentsDone(_CallEvent):
     TYPE: ClassVar[str] = "response.function_call_arguments.done"
-    response_id: str
-    item_id: str
-    output_index: int
-    call_id: str
     name: str
     arguments: str
 
