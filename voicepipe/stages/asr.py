@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
@@ -53,6 +54,7 @@ from voicepipe.frames import (
     Frame,
     InputEnd,
     Interrupt,
+    SessionSetup,
     SpanFrame,
     SpeechEnd,
     SpeechResumed,
@@ -61,6 +63,7 @@ from voicepipe.frames import (
     TranscriptFinal,
     TranscriptPartial,
     TranscriptStable,
+    TurnControl,
 )
 from voicepipe.nn.asr import Hypothesis, WhisperAsr
 from voicepipe.nn.vad import CHUNK, SileroVad
@@ -215,8 +218,30 @@ class AsrStage(Stage):
             for turn in list(self._pending):
                 await turn.done.wait()
             await self.push(frame)
+        elif isinstance(frame, TurnControl):
+            await self._control(frame)
         else:
+            if isinstance(frame, SessionSetup) and frame.vad is not None:
+                # The endpointer reads its config on every chunk: a turn in progress goes
+                # on under the new thresholds.
+                vad = dataclasses.replace(self.cfg.vad, **frame.vad)
+                self.ep.cfg = EndpointConfig.from_vad(vad)
             await self.push(frame)
+
+    async def _control(self, frame: TurnControl) -> None:
+        """An endpoint's manual turn taking: ``commit`` ends the open turn now (its final
+        follows as usual); ``clear`` drops it (no final; ``SpeechEnd(accepted=False)``)."""
+        if frame.action == "commit":
+            await self._on_events(self.ep.flush(now_ns()))
+        elif frame.action == "clear" and self._turn is not None:
+            turn, self._turn = self._turn, None
+            self.ep = Endpointer(self.ep.cfg)  # forget the open speech run
+            self._last_end_idx = self.audio.end
+            self.stats["dropped"] += 1
+            turn.done.set()
+            end = self._media_ns(self.audio.end)
+            await self.push(SpeechEnd(turn_id=turn.id, media_ns=end, accepted=False))
+        await self.push(frame)
 
     # ------------------------------------------------------------ audio → VAD → endpoint
 
@@ -291,7 +316,11 @@ class AsrStage(Stage):
                 turn.ended, turn.end_idx = ev, at_idx
                 self._last_end_idx = at_idx
                 turn.last_speech_idx = self._idx(ev.last_speech_media_ns)
-                await self.push(SpeechEnd(turn_id=turn.id, media_ns=ev.last_speech_media_ns))
+                await self.push(
+                    SpeechEnd(
+                        turn_id=turn.id, media_ns=ev.last_speech_media_ns, accepted=ev.accepted
+                    )
+                )
                 await self.push(
                     SpanFrame(
                         turn_id=turn.id,
