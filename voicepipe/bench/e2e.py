@@ -17,6 +17,12 @@ with preemption off and one with it on, asked the same questions alternately
 holds ``variants`` (``preempt_off``, ``preempt_on``, each a full summary) and
 ``saving_ms`` (off − on, p50/p95). ``--variant`` compares any config
 overrides the same way (e.g. ``--variant turns.preempt_after_ms=80``).
+
+``--endpoint realtime`` asks through ``/v1/realtime`` with the official ``openai``
+SDK's realtime client instead (bench/e2e_realtime.py); ``--endpoint both`` asks each
+question through ``/ws`` and then ``/v1/realtime`` of one server and compares
+``client.voice_to_first_audio`` (last speech sample sent → first reply audio
+received, before any playout buffer) of the two (concurrency 1).
 """
 
 from __future__ import annotations
@@ -75,6 +81,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--rounds", type=int, default=1, help="with variants: ask every question N times"
+    )
+    p.add_argument(
+        "--endpoint",
+        choices=("ws", "realtime", "both"),
+        default="ws",
+        help="ask through /ws (protocol v1), /v1/realtime (the openai SDK's realtime "
+        "client), or both alternately on one server, compared (concurrency 1)",
     )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
@@ -306,6 +319,57 @@ async def compare(
     return out
 
 
+async def endpoints(
+    cfg: Any, *, pipeline: str, n_questions: int, rounds: int, which: str, log: Any
+) -> dict[str, Any]:
+    """Each question through ``/ws`` and/or ``/v1/realtime`` of one server, in turn."""
+    import asyncio
+
+    from voicepipe.audio import resample
+    from voicepipe.bench._serve import serve_process
+    from voicepipe.bench.e2e_realtime import ask, endpoint_summary
+    from voicepipe.client import VOICE_TO_FIRST_AUDIO
+
+    names = ["ws", "realtime"] if which == "both" else [which]
+    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    clips = await asyncio.to_thread(speak, texts)
+    log(f"bench e2e: {len(texts)} spoken questions × {rounds} through {' and '.join(names)} …")
+    sessions: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    async with serve_process(pipeline, cfg) as srv:
+        for _ in range(rounds):
+            for i, clip in enumerate(clips):
+                for name in names:
+                    if name == "ws":
+                        lv = await _level(srv, cfg, [clip], texts[i : i + 1], 1, log)
+                        sessions[name] += lv["sessions"]
+                        continue
+                    out = await ask(srv.port, resample(clip, 16000, 24000))
+                    out["question"] = texts[i]
+                    sessions[name].append(out)
+                    log(
+                        f"  realtime q{i}: {out['latency_ms']} "
+                        f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}"
+                    )
+    result: dict[str, Any] = {
+        "pipeline": pipeline,
+        "questions": len(texts),
+        "rounds": rounds,
+        "metric": VOICE_TO_FIRST_AUDIO,
+        "endpoints": {n: endpoint_summary(sessions[n]) for n in names},
+        "sessions": sessions,
+    }
+    if "ws" in sessions:
+        v2v = summarize([{"concurrency": 1, "sessions": sessions["ws"]}], 0.0, 1.0, 1.0)
+        result["endpoints"]["ws"]["voice_to_voice_ms"] = v2v["voice_to_voice_ms"]
+    if which == "both":
+        ws = result["endpoints"]["ws"][VOICE_TO_FIRST_AUDIO]
+        rt = result["endpoints"]["realtime"][VOICE_TO_FIRST_AUDIO]
+        result["realtime_over_ws"] = {
+            q: round(rt[q] / ws[q], 3) for q in ("p50", "p95") if q in ws and q in rt and ws[q]
+        }
+    return result
+
+
 async def compare_preempt(cfg: Any, **kw: Any) -> dict[str, Any]:
     """Preemption off vs on (with ``cfg``'s other settings): what it saves."""
     out = await compare(
@@ -327,6 +391,19 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
+    if args.endpoint != "ws":
+        res = asyncio.run(
+            endpoints(
+                args.config,
+                pipeline=args.pipeline,
+                n_questions=n,
+                rounds=max(1, args.rounds),
+                which=args.endpoint,
+                log=log,
+            )
+        )
+        print(json.dumps(res, indent=None if args.json else 2))
+        return 0 if all(e["n"] for e in res["endpoints"].values()) else 1
     if args.compare_preempt or args.variant:
         kw = dict(
             pipeline=args.pipeline,

@@ -341,7 +341,9 @@ class RealtimeConnection(Session):
             if resp is not None:
                 self._events(self.rt.function_call(f.name, f.arguments, response_id=resp))
         elif isinstance(f, ReplyFinished):
-            if resp is not None:
+            # Cut short, it was a barge-in (its Interrupt overtook the SpeechStart that the
+            # session cancels the response on) or a cancel the session has already ended.
+            if resp is not None and not f.interrupted:
                 self._events(self.rt.response_finished(response_id=resp))
         elif isinstance(f, SpeechStart):
             self._on_speech_start(f)
