@@ -255,11 +255,11 @@ class RealtimeConnection(Session):
 
     def _configure(self, c: R.SessionConfig) -> None:
         td = c.turn_detection
-        self._auto = td is not None and td.create_response
+        self._auto = td is not None and bool(td.create_response)
         self._actions.put_nowait(
             SessionSetup(
                 vad=c.vad_overrides() or None,
-                barge_in=td is not None and td.interrupt_response,
+                barge_in=td is not None and bool(td.interrupt_response),
                 auto_reply=self._auto,
                 system_prompt=c.instructions,
                 client_tools=_specs(c.tools, c.tool_choice),

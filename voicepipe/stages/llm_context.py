@@ -88,9 +88,9 @@ class EndpointContext:
             while len(self._edits) > _MAX_EDITS:
                 del self._edits[next(iter(self._edits))]
             return
-        msg = self._edits.pop(frame.key, None)
-        if msg is not None:
-            self.messages[:] = [m for m in self.messages if m is not msg]
+        gone = self._edits.pop(frame.key, None)
+        if gone is not None:
+            self.messages[:] = [m for m in self.messages if m is not gone]
 
     @contextmanager
     def overrides(self, frame: Respond) -> Iterator[None]:
