@@ -46,7 +46,9 @@ async def server() -> AsyncIterator[Server]:
 @pytest.mark.timeout(600)
 async def test_a_client_tool_is_called_and_its_output_answered(server: Server) -> None:
     async with client(server).realtime.connect(model="voicepipe") as conn:
-        await until(conn, "session.created")
+        created = await until(conn, "session.created")
+        # the LLM's effective prompt (tools on: the tools prompt), not the configured one
+        assert created.session.instructions == server.cfg.tools.system_prompt
         await conn.session.update(
             session={
                 "type": "realtime",

@@ -325,6 +325,8 @@ async def endpoints(
     """Each question through ``/ws`` and/or ``/v1/realtime`` of one server, in turn."""
     import asyncio
 
+    import numpy as np
+
     from voicepipe.audio import resample
     from voicepipe.bench._serve import serve_process
     from voicepipe.bench.e2e_realtime import ask, endpoint_summary
@@ -367,6 +369,15 @@ async def endpoints(
         result["realtime_over_ws"] = {
             q: round(rt[q] / ws[q], 3) for q in ("p50", "p95") if q in ws and q in rt and ws[q]
         }
+        # Each question asked through both endpoints back to back: the median of those
+        # pairs' ratios is steadier under a shared machine's load than a ratio of p50s.
+        pairs = [
+            b["latency_ms"][VOICE_TO_FIRST_AUDIO] / a["latency_ms"][VOICE_TO_FIRST_AUDIO]
+            for a, b in zip(sessions["ws"], sessions["realtime"], strict=True)
+            if VOICE_TO_FIRST_AUDIO in a["latency_ms"] and VOICE_TO_FIRST_AUDIO in b["latency_ms"]
+        ]
+        if pairs:
+            result["realtime_over_ws"]["paired_median"] = round(float(np.median(pairs)), 3)
     return result
 
 

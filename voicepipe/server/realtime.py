@@ -153,6 +153,14 @@ class RealtimeConnection(Session):
         )
         stages = await asyncio.to_thread(pipelines.build, self.server.pipeline_name, cfg, self.info)
         self.pipeline = Pipeline(stages, self._sink)
+        await self.pipeline.start()
+        # The LLM settles its system prompt in start() (tools on or off): wait for every
+        # stage to have started before reporting it as the session's instructions.
+        started = asyncio.gather(*(st.started.wait() for st in stages))
+        failed = asyncio.ensure_future(self.pipeline.done.wait())
+        await asyncio.wait((started, failed), return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        failed.cancel()
         for stage in stages:  # the ASR's and the LLM's shared turn ids (response.create's too)
             turns = getattr(stage, "turns", None)
             if isinstance(turns, TurnCounter):
@@ -160,7 +168,6 @@ class RealtimeConnection(Session):
             system = getattr(stage, "_system_text", None)
             if system is not None:  # the LLM: its instructions are the session's to start with
                 self.rt.config = dataclasses.replace(self.rt.config, instructions=system())
-        await self.pipeline.start()
         self._events(self.rt.start())
         tasks = [
             asyncio.create_task(self._recv_loop(), name=f"rt-recv:{self.id}"),
