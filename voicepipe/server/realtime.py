@@ -390,6 +390,7 @@ class RealtimeConnection(Session):
             return  # cleared, or a turn of the manual mode's time
         if not f.accepted:
             self._turn_item.pop(f.turn_id, None)
+            self._item_turn.pop(item, None)
             self._events(self.rt.speech_discarded(self._audio_ms(f.media_ns)))
             return
         if not self._auto:
