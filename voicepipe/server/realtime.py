@@ -36,7 +36,6 @@ import asyncio
 import dataclasses
 import logging
 import typing
-from dataclasses import dataclass, field
 
 import numpy as np
 import soxr
@@ -45,6 +44,7 @@ from voicepipe import pipelines
 from voicepipe.core import protocol as P
 from voicepipe.core import realtime as R
 from voicepipe.core import realtime_server as S
+from voicepipe.core.realtime_commits import CommitTracker
 from voicepipe.core.realtime_events import FunctionTool, ToolChoice
 from voicepipe.core.realtime_llm import chat_message, token_budget, tool_spec
 from voicepipe.frames import (
@@ -75,16 +75,6 @@ _ACTIONS_HIGH = 512  # queued pipeline actions before the socket reader waits
 _KEEP_TURNS = 64  # responses whose turn a late truncate can still name
 
 
-@dataclass
-class _Commit:
-    """A manual commit (turn detection off): its user item waits for the finals of the
-    ASR turns heard since the previous commit."""
-
-    item_id: str
-    turns: list[int] | None = None  # known once the ASR reached the commit
-    texts: dict[int, str] = field(default_factory=dict)
-
-
 class RealtimeConnection(Session):
     def __init__(self, *args: typing.Any, **kw: typing.Any) -> None:
         super().__init__(*args, **kw)
@@ -102,8 +92,7 @@ class RealtimeConnection(Session):
         self._resp_turn: dict[str, int] = {}  # response → the pipeline turn generating it
         self._turn_resp: dict[int, str] = {}
         self._heard_turns: list[int] = []  # (insertion order: forget the oldest)
-        self._seen: dict[int, str | None] = {}  # ASR turns since the last manual commit
-        self._commits: list[_Commit] = []
+        self._commits = CommitTracker()  # manual turns: the ASR turns each commit covers
         self._untranscribed: set[str] = set()  # committed items the LLM has not got yet
         self._held: list[R.StartResponse] = []  # responses waiting for those
 
@@ -241,11 +230,11 @@ class RealtimeConnection(Session):
         elif isinstance(a, R.Configure):
             self._configure(a.config)
         elif isinstance(a, R.CommitAudio):
-            self._commits.append(_Commit(a.item_id))
+            self._commits.commit(a.item_id)
             self._untranscribed.add(a.item_id)
             self._actions.put_nowait(TurnControl(action="commit", key=a.item_id))
         elif isinstance(a, R.ClearAudio):
-            self._seen.clear()
+            self._commits.clear()
             self._actions.put_nowait(TurnControl(action="clear"))
         elif isinstance(a, R.AddItem):
             msg = chat_message(a.item)
@@ -359,7 +348,7 @@ class RealtimeConnection(Session):
         elif isinstance(f, TranscriptFinal):
             self._on_final(t, f.text.strip())
         elif isinstance(f, TurnControl) and f.action == "commit":
-            self._on_commit_marker(f.key)
+            self._complete(self._commits.reached(f.key))
         elif isinstance(f, SpanFrame):
             self._on_span(f, resp)
         elif isinstance(f, Alert):
@@ -372,7 +361,7 @@ class RealtimeConnection(Session):
 
     def _on_speech_start(self, f: SpeechStart) -> None:
         if self.rt.config.turn_detection is None:
-            self._seen[f.turn_id] = None
+            self._commits.heard(f.turn_id)
             return
         self._events(self.rt.speech_started(self._audio_ms(f.media_ns)))
         item = self.rt.input.speech_item
@@ -383,7 +372,7 @@ class RealtimeConnection(Session):
     def _on_speech_end(self, f: SpeechEnd) -> None:
         if self.rt.config.turn_detection is None:
             if not f.accepted:
-                self._turn_done(f.turn_id, "")
+                self._complete(self._commits.final(f.turn_id, ""))
             return
         item = self._turn_item.get(f.turn_id)
         if item is None or self.rt.input.speech_item != item:
@@ -406,35 +395,11 @@ class RealtimeConnection(Session):
             if not text and resp is not None:  # the LLM ignores an empty final: end it here
                 self._events(self.rt.response_finished(response_id=resp))
             return
-        self._turn_done(turn, text)
+        self._complete(self._commits.final(turn, text))  # a manual-mode turn
 
-    def _turn_done(self, turn: int, text: str) -> None:
-        """A final (or a drop) of a manual-mode turn: its commit may now be complete."""
-        if turn in self._seen:  # its commit has not reached the ASR yet
-            self._seen[turn] = text
-            return
-        for c in self._commits:
-            if c.turns is not None and turn in c.turns:
-                c.texts[turn] = text
-        self._flush_commits()
-
-    def _on_commit_marker(self, item_id: str) -> None:
-        """The ASR reached a manual commit: it covers the turns heard since the last one."""
-        for c in self._commits:
-            if c.item_id == item_id and c.turns is None:
-                c.turns = list(self._seen)
-                c.texts = {t: x for t, x in self._seen.items() if x is not None}
-                self._seen = {}
-        self._flush_commits()
-
-    def _flush_commits(self) -> None:
-        """Commits whose every turn has its final become their items' transcripts, in order."""
-        while self._commits:
-            c = self._commits[0]
-            if c.turns is None or any(t not in c.texts for t in c.turns):
-                return
-            self._commits.pop(0)
-            self._transcribed(c.item_id, " ".join(c.texts[t] for t in c.turns if c.texts[t]))
+    def _complete(self, items: list[tuple[str, str]]) -> None:
+        for item_id, text in items:
+            self._transcribed(item_id, text)
 
     def _on_span(self, f: SpanFrame, resp: str | None) -> None:
         self.server.tracer.add(f, session=self.id)
