@@ -50,6 +50,10 @@ class ServerConfig:
     # Empty list: only the server's own host (and non-browser clients) may connect.
     allowed_origins: list[str] = field(default_factory=list)
     web_root: str = ""  # empty: the web/ folder next to the package
+    # A model call uses several threads (a prompt pass, a vocoder push) only when it runs
+    # alone and at most one session is mid-reply; else one (voicepipe/nn/threads.py).
+    # false: every call its own configured count, however many run at once.
+    adaptive_threads: bool = True
 
 
 @dataclass(frozen=True)

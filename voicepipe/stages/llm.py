@@ -70,6 +70,7 @@ from voicepipe.frames import (
     TranscriptFinal,
     TranscriptStable,
 )
+from voicepipe.nn.threads import BUDGET
 from voicepipe.stage import TurnCounter
 from voicepipe.stages.llm_engine import engine_for, system_prefix
 from voicepipe.stages.llm_preempt import Preempting, _Reply
@@ -302,6 +303,7 @@ class LlmStage(Preempting):
         forced = ""  # a call's opening, put in the model's mouth (see below)
         call_ns = 0
         dec = eng.decoder()  # type: ignore[attr-defined]
+        BUDGET.start_session()  # (voicepipe/nn/threads.py: other calls' thread counts)
         try:
             while True:  # one pass per tool round: the model stops after its calls
                 gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
@@ -377,6 +379,7 @@ class LlmStage(Preempting):
                 spoken.append(rest)
             await self._emit(r, TextChunk(turn_id=turn, text=rest or "", last=True))
         finally:
+            BUDGET.end_session()
             # Interrupted or not, the conversation remembers only what reached the TTS; a
             # tentative reply not (yet) committed is remembered by _commit, or never.
             if not r.tentative and not r.cancelled:
