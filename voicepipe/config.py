@@ -128,6 +128,9 @@ class LlmConfig:
     # Threads of a prompt pass on the fused kernel (decode keeps one): the prompt is
     # prefilled while speech synthesis waits for the reply, so the second core is free.
     prefill_threads: int = 2
+    # One model pass for every session's decode step: the process's batch scheduler
+    # (stages/llm_batch.py, core/batching.py) instead of each session's own passes.
+    batching: bool = False
     # The reply's first spoken chunk (core/chunker.py): it may end at a clause mark once
     # it holds first_min_words words, and before a conjunction or relative word once it
     # holds first_break_words (0: only at punctuation), so speech starts early.

@@ -72,6 +72,8 @@ from voicepipe.frames import (
 )
 from voicepipe.nn.threads import BUDGET
 from voicepipe.stage import TurnCounter
+from voicepipe.stages.llm_batch import Batcher, Steps, batcher_for
+from voicepipe.stages.llm_batch import prefill as batched_prefill
 from voicepipe.stages.llm_engine import engine_for, system_prefix
 from voicepipe.stages.llm_preempt import Preempting, _Reply
 from voicepipe.stages.llm_tools import (
@@ -273,10 +275,19 @@ class LlmStage(Preempting):
         if chunk <= 0 or not hasattr(self.engine, "feed"):
             return 0
         gen = self.engine.feed(ids, chunk)  # type: ignore[attr-defined]
+        batcher = self._batcher()
+        if batcher is not None:
+            return await batched_prefill(batcher, gen)
         n = 0
         while await asyncio.to_thread(self._step, gen) is not _DONE:
             n += 1
         return n
+
+    def _batcher(self) -> Batcher | None:
+        """The process's batch scheduler for this model (``llm.batching``), else None."""
+        if not self.cfg.llm.batching or not hasattr(getattr(self.engine, "target", None), "model"):
+            return None
+        return batcher_for(self.engine)
 
     async def _generate(self, r: _Reply) -> None:
         from voicepipe.nn.tokenizer import StreamDecoder
@@ -303,10 +314,13 @@ class LlmStage(Preempting):
         forced = ""  # a call's opening, put in the model's mouth (see below)
         call_ns = 0
         dec = eng.decoder()  # type: ignore[attr-defined]
+        batcher = self._batcher()
+        steps: Steps | None = None
         BUDGET.start_session()  # (voicepipe/nn/threads.py: other calls' thread counts)
         try:
             while True:  # one pass per tool round: the model stops after its calls
-                gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
+                max_new = self.cfg.llm.max_new_tokens
+                steps = Steps(batcher, dec, ids, max_new, stop, self._lock)
                 stream = StreamDecoder(eng.tokenizer, keep)  # type: ignore[attr-defined]
                 split = CallSplitter() if self.tools else None  # calls never reach speech
                 said: list[str] = []  # this pass's text, spoken or not yet
@@ -314,8 +328,8 @@ class LlmStage(Preempting):
                 if split is not None and forced:
                     split.push(forced)
                 while True:
-                    step = await asyncio.to_thread(self._step, gen)
-                    if step is _DONE:
+                    step = await steps.next()
+                    if step is None:
                         break
                     t = now_ns()
                     assert isinstance(step, list)
@@ -380,6 +394,8 @@ class LlmStage(Preempting):
             await self._emit(r, TextChunk(turn_id=turn, text=rest or "", last=True))
         finally:
             BUDGET.end_session()
+            if steps is not None:
+                steps.close()  # (batched: leaves the batch before the next step)
             # Interrupted or not, the conversation remembers only what reached the TTS; a
             # tentative reply not (yet) committed is remembered by _commit, or never.
             if not r.tentative and not r.cancelled:
