@@ -281,9 +281,9 @@ async def compare(
     async with AsyncExitStack() as stack:
         servers = {}
         for name in names:
-            c = apply_overrides(cfg, variants[name])
+            vcfg = apply_overrides(cfg, variants[name])
             tr = trace if name == names[-1] else None
-            servers[name] = await stack.enter_async_context(serve_process(pipeline, c, trace=tr))
+            servers[name] = await stack.enter_async_context(serve_process(pipeline, vcfg, trace=tr))
         sessions: dict[str, dict[int, list[dict[str, Any]]]] = {
             m: {c: [] for c in levels} for m in names
         }

@@ -157,8 +157,9 @@ class Batcher:
         job.finished = True
         self.policy.leave(job.id)
         self._jobs.pop(job.id, None)
-        if isinstance(job, (_Feed, _Decode)):
-            job.gen.close()  # (a decode generator's finally blocks run here, on this thread)
+        close = getattr(getattr(job, "gen", None), "close", None)
+        if close is not None:  # (a generator's finally blocks run here, on this thread)
+            close()
         job.deliver(item)
 
     def _step(self) -> None:
