@@ -86,6 +86,9 @@ class AsrConfig:
     window_pad_s: float = 3.0
     no_speech_threshold: float = 0.6  # drop a decode whose no-speech probability is above
     early_final_ms: int = 160  # trailing silence after which the final is decoded ahead
+    # One decode at a time per process, finals and pause decodes before every session's
+    # partials (stages/asr_gate.py); false: each session's decodes queue in arrival order.
+    decode_priority: bool = True
 
 
 @dataclass(frozen=True)

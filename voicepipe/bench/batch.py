@@ -81,15 +81,9 @@ async def _level(cfg: Any, engine: Any, n: int) -> dict[str, Any]:
     return {"wall_s": wall, "tokens": tokens, "outs": outs}
 
 
-def _pcts(values: list[float]) -> dict[str, float]:
-    from voicepipe.tracing import percentile
-
-    if not values:
-        return {}
-    return {q: round(percentile(values, p), 1) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))}
-
-
 def _summary(lv: dict[str, Any]) -> dict[str, Any]:
+    from voicepipe.bench.e2e import _pcts
+
     def ms(name: str) -> list[float]:
         return [o["spans"][name].duration_ms for o in lv["outs"] if name in o["spans"]]
 
@@ -138,7 +132,12 @@ async def bench(cfg: Any, max_n: int, log: Any) -> dict[str, Any]:
         "drafter": cfg.llm.drafter,
         "max_new_tokens": cfg.llm.max_new_tokens,
         "levels": rows,
-        "batcher": {"passes": b.steps, "rows": b.rows, "max_batch": b.max_batch},
+        "batcher": {
+            "passes": b.steps,
+            "rows": b.rows,
+            "max_batch": b.max_batch,
+            "passes_by_k_cap": b.k_caps,
+        },
     }
 
 

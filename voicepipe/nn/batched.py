@@ -26,6 +26,10 @@ from voicepipe.nn.target import ModelTarget
 from voicepipe.nn.threads import BUDGET
 from voicepipe.spec.types import Scores
 
+# Rows of a batched pass from which it runs on two threads (when no other call runs):
+# a one-session step (1-9 rows) is memory-bound and stays on one (fused.py, llama_step).
+_ROWS_FOR_TWO_THREADS = 12
+
 
 @dataclass
 class Pass:
@@ -65,7 +69,9 @@ def score_batch(model: llama.Transformer, passes: list[Pass]) -> list[Scores]:
     tokens = torch.tensor([t for p in passes for t in p.tokens], dtype=torch.long)
     counts = [len(p.tokens) for p in passes]
     best = torch.empty(len(tokens), dtype=torch.long)
-    with torch.inference_mode(), BUDGET.claim(1):
+    # Many rows make the pass compute-bound: both cores then, unless other calls hold them.
+    want = 2 if len(tokens) >= _ROWS_FOR_TWO_THREADS else 1
+    with torch.inference_mode(), BUDGET.claim(want, every_session=True) as n:
         logits = fused.forward_batch(
             tokens,
             [p.target.cache.kv for p in passes],
@@ -75,6 +81,7 @@ def score_batch(model: llama.Transformer, passes: list[Pass]) -> list[Scores]:
             [empty if p.target.feats is None else p.target.feats for p in passes],
             [list(p.parents or []) for p in passes],
             best,
+            n if want > 1 else 0,
         )
     out = []
     r0 = 0

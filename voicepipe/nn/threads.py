@@ -52,12 +52,15 @@ class ThreadBudget:
             self.end_session()
 
     @contextmanager
-    def claim(self, want: int = 1) -> Iterator[int]:
-        """``with budget.claim(2) as n:`` run the call on ``n`` threads (≥ 1)."""
+    def claim(self, want: int = 1, every_session: bool = False) -> Iterator[int]:
+        """``with budget.claim(2) as n:`` run the call on ``n`` threads (≥ 1).
+        ``every_session``: the call is every busy session's work at once (a batched LLM
+        pass), so only other calls in flight count against it."""
         with self._lock:
             self.active += 1
             self.peak = max(self.peak, self.active)
-            alone = not self.adaptive or (self.active == 1 and self.sessions <= 1)
+            quiet = every_session or self.sessions <= 1
+            alone = not self.adaptive or (self.active == 1 and quiet)
             n = max(1, min(want, self.cores)) if alone else 1
         try:
             yield n

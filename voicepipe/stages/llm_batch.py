@@ -107,6 +107,7 @@ class Batcher:
         self.steps = 0  # batched passes run (and their rows): for tests and metrics
         self.rows = 0
         self.max_batch = 0
+        self.k_caps: dict[str, int] = {}  # passes per speculation cap ("none": not capped)
 
     # ------------------------------------------------------------ asyncio side
 
@@ -151,7 +152,11 @@ class Batcher:
                         self.policy.join_prefill(job.id)
                     else:
                         self.policy.join_decode(job.id)
-            self._step()
+            try:
+                self._step()
+            except Exception as e:  # noqa: BLE001 - a bug here must not leave sessions waiting
+                for job in list(self._jobs.values()):
+                    self._finish(job, e)
 
     def _finish(self, job: Job, item: Any = DONE) -> None:
         job.finished = True
@@ -208,6 +213,8 @@ class Batcher:
         self.steps += 1
         self.rows += rows
         self.max_batch = max(self.max_batch, len(batch))
+        cap = "none" if plan.k_cap is None else str(plan.k_cap)
+        self.k_caps[cap] = self.k_caps.get(cap, 0) + 1
         for j, s in zip(batch, scores, strict=True):
             reply = s.logits[0] if isinstance(j.call, PrefillCall) else s
             j.call = None
