@@ -16,6 +16,7 @@ after another: same results, no sharing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +35,8 @@ _ROWS_FOR_TWO_THREADS = 12
 @dataclass
 class Pass:
     """One session's rows of a batched pass: ``ModelTarget.score``'s arguments, or (``prompt``
-    set, by ``Pass.prefill``) the rest of a prompt whose last row's logits are wanted."""
+    set: ``Pass.prefill``, ``feed_chunks``) prompt rows ending at ``prompt``'s end, of
+    which only the last row's logits come back."""
 
     target: ModelTarget
     tokens: list[int]
@@ -49,6 +51,18 @@ class Pass:
         n = min(n, len(prompt) - 1)
         target.rollback(n)
         return cls(target, prompt[n:], None, prompt)
+
+
+def feed_chunks(target: ModelTarget, tokens: list[int], chunk: int) -> Iterator[Pass]:
+    """``ModelTarget.feed`` as batch rows: make the cache hold ``tokens[:-1]``, ``chunk``
+    tokens per pass; each ``Pass`` must run (``score_batch``) before the next is taken."""
+    end = len(tokens) - 1
+    n = min(target._reuse(tokens), max(end, 0))  # noqa: SLF001 - as target.feed does
+    target.rollback(n)
+    while n < end:
+        m = min(end, n + max(1, chunk))
+        yield Pass(target, tokens[n:m], None, tokens[:m])
+        n = m
 
 
 def score_batch(model: llama.Transformer, passes: list[Pass]) -> list[Scores]:

@@ -274,10 +274,10 @@ class LlmStage(Preempting):
         chunk = self.cfg.llm.prefill_chunk
         if chunk <= 0 or not hasattr(self.engine, "feed"):
             return 0
-        gen = self.engine.feed(ids, chunk)  # type: ignore[attr-defined]
         batcher = self._batcher()
         if batcher is not None:
-            return await batched_prefill(batcher, gen)
+            return await batched_prefill(batcher, self.engine, ids, chunk)
+        gen = self.engine.feed(ids, chunk)  # type: ignore[attr-defined]
         n = 0
         while await asyncio.to_thread(self._step, gen) is not _DONE:
             n += 1

@@ -73,9 +73,15 @@ class Job:
 
 
 class _Feed(Job):
-    def __init__(self, loop: asyncio.AbstractEventLoop, gen: Iterator[int]) -> None:
+    """A prompt's chunks: rows of the batched passes (``chunks``), or, where the engine
+    has caches of another model too (a GGUF draft), ``Engine.feed``'s own passes."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, gen: Iterator[int] | None, chunks: Any = None
+    ) -> None:
         super().__init__(loop)
         self.gen = gen
+        self.chunks = chunks  # Iterator[voicepipe.nn.batched.Pass] | None
 
 
 class _Decode(Job):
@@ -111,10 +117,16 @@ class Batcher:
 
     # ------------------------------------------------------------ asyncio side
 
-    def feed(self, gen: Iterator[int]) -> Job:
-        """Prefill chunks (``Engine.feed``'s generator), one per step, interleaved with
-        the other sessions' decode steps; the job yields each chunk's size."""
-        return self._submit(_Feed(asyncio.get_running_loop(), gen))
+    def feed(self, engine: Any, tokens: list[int], chunk: int) -> Job:
+        """Prefill a prompt (``Engine.feed``) one chunk per step, the chunk's rows in the
+        same pass as the other sessions' decode rows; the job yields each chunk's size."""
+        loop = asyncio.get_running_loop()
+        targets = getattr(engine, "_targets", lambda: [])()
+        if targets == [engine.target] and engine.target.model is self.model:
+            from voicepipe.nn.batched import feed_chunks
+
+            return self._submit(_Feed(loop, None, feed_chunks(engine.target, tokens, chunk)))
+        return self._submit(_Feed(loop, engine.feed(tokens, chunk)))
 
     def decode(
         self,
@@ -177,45 +189,53 @@ class Batcher:
             if isinstance(job, _Decode) and job.call is None and not job.finished:
                 self._advance(job, None)
         plan = self.policy.plan()
-        if plan.prefill is not None:
-            feed = self._jobs.get(plan.prefill)
-            if isinstance(feed, _Feed):
-                try:
-                    feed.deliver(next(feed.gen))
-                except StopIteration:
-                    self._finish(feed)
-                except Exception as e:  # noqa: BLE001 - the session sees its own error
-                    self._finish(feed, e)
-        batch = [j for sid in plan.decode if isinstance(j := self._jobs.get(sid), _Decode)]
-        batch = [j for j in batch if j.call is not None]
-        if not batch:
-            return
         from voicepipe.nn.batched import Pass, score_batch
 
-        passes = []
+        passes: list[Pass] = []
+        owners: list[Job] = []
+        feed = self._jobs.get(plan.prefill) if plan.prefill is not None else None
+        if isinstance(feed, _Feed):
+            try:
+                if feed.chunks is None:  # its own passes (caches of another model too)
+                    assert feed.gen is not None
+                    feed.deliver(next(feed.gen))
+                else:  # a chunk of rows in this step's pass
+                    passes.append(next(feed.chunks))
+                    owners.append(feed)
+            except StopIteration:
+                self._finish(feed)
+            except Exception as e:  # noqa: BLE001 - the session sees its own error
+                self._finish(feed, e)
+        batch = [j for sid in plan.decode if isinstance(j := self._jobs.get(sid), _Decode)]
         for j in batch:
-            c = j.call
-            t = j.dec.target
+            c, t = j.call, j.dec.target
             if isinstance(c, PrefillCall):
                 passes.append(Pass.prefill(t, c.tokens))  # type: ignore[arg-type]
-            else:
-                assert c is not None
+                owners.append(j)
+            elif c is not None:
                 passes.append(Pass(t, c.tokens, c.parents))  # type: ignore[arg-type]
+                owners.append(j)
+        if not passes:
+            return
         rows = sum(len(p.tokens) for p in passes)
         t0 = time.perf_counter()
         try:
             scores = score_batch(self.model, passes)
         except Exception as e:  # noqa: BLE001 - every session in the pass sees it
-            for j in batch:
+            for j in owners:
                 self._finish(j, e)
             return
         self.policy.observe_step(rows, time.perf_counter() - t0)
         self.steps += 1
         self.rows += rows
-        self.max_batch = max(self.max_batch, len(batch))
+        self.max_batch = max(self.max_batch, len(owners))
         cap = "none" if plan.k_cap is None else str(plan.k_cap)
         self.k_caps[cap] = self.k_caps.get(cap, 0) + 1
-        for j, s in zip(batch, scores, strict=True):
+        for j, p, s in zip(owners, passes, scores, strict=True):
+            if isinstance(j, _Feed):
+                j.deliver(len(p.tokens))
+                continue
+            assert isinstance(j, _Decode)
             reply = s.logits[0] if isinstance(j.call, PrefillCall) else s
             j.call = None
             self._advance(j, reply, plan.k_cap)
@@ -295,10 +315,11 @@ class Steps:
             self.job.cancel()
 
 
-async def prefill(batcher: Batcher, gen: Iterator[int]) -> int:
-    """Run ``Engine.feed``'s chunks in the batcher; the chunks run (an Interrupt
-    cancelling this coroutine stops them after the chunk in flight)."""
-    job = batcher.feed(gen)
+async def prefill(batcher: Batcher, engine: Any, tokens: list[int], chunk: int) -> int:
+    """Prefill ``tokens`` (all but the last, as ``Engine.feed``) in the batcher; returns the
+    chunks run (an Interrupt cancelling this coroutine stops them after the chunk in
+    flight)."""
+    job = batcher.feed(engine, tokens, chunk)
     n = 0
     try:
         while await job.next() is not DONE:
