@@ -15,22 +15,22 @@ def _measured(policy: BatchPolicy, base: float, per_row: float, accept: float) -
 
 
 def test_sessions_join_and_leave_between_steps() -> None:
-    p = BatchPolicy()
+    p = BatchPolicy(prefills=2)
     p.join_decode(1)
-    p.join_prefill(2)
-    p.join_prefill(3)
+    for sid in (2, 3, 4):
+        p.join_prefill(sid)
     a = p.plan()
-    assert a.decode == [1] and a.prefill == 2
+    assert a.decode == [1] and a.prefill == [2, 3]  # two prompts a chunk each, oldest first
     b = p.plan()
-    assert b.prefill == 3  # prompts take turns, a chunk each
+    assert b.prefill == [4, 2]  # round robin
     p.prefill_done(2)
     p.join_decode(2)
     p.leave(1)
     c = p.plan()
-    assert c.decode == [2] and c.prefill == 3
-    p.leave(3)
-    p.leave(2)
-    assert p.idle and p.plan().prefill is None
+    assert c.decode == [2] and sorted(c.prefill) == [3, 4]
+    for sid in (2, 3, 4):
+        p.leave(sid)
+    assert p.idle and p.plan().prefill == []
 
 
 def test_no_cap_until_measured_then_speculation_shrinks_as_the_batch_grows() -> None:

@@ -10,8 +10,10 @@ cancels it); nothing waits for a batch to fill or to drain. Each step runs
 
 - every decoding session's verify rows in one model pass (decode is memory-bound:
   the pass reads the weights once for all rows), and
-- at most one chunk of one waiting prompt (chunked prefill, oldest first), so a long
-  prompt delays the others' next tokens by one chunk, never by the whole prompt.
+- one chunk of each of up to ``prefills`` waiting prompts (chunked prefill, round
+  robin), in the same pass: a long prompt delays the others' next tokens by one
+  chunk per step, never by the whole prompt, and sessions arriving together do not
+  wait for each other's prompts one at a time.
 
 Speculation length. A pass's cost grows with its rows: ``base + per_row · rows``
 (fitted to the measured steps), drafting adds ``per_draft`` per drafted token. With
@@ -35,10 +37,10 @@ _DECAY = 0.98  # weight of older observations (per observation): the load change
 
 @dataclass
 class Plan:
-    """One step: the sessions whose verify rows run, and the prompt chunk fed with them."""
+    """One step: the sessions whose verify rows run, and the prompts fed a chunk with them."""
 
     decode: list[int]
-    prefill: int | None  # a session id, or None
+    prefill: list[int]  # session ids
     k_cap: int | None  # drafts per decoding session this step (None: their own choice)
 
 
@@ -78,9 +80,11 @@ class _Fit:
 
 @dataclass
 class BatchPolicy:
-    """The scheduler's decisions; ``k_max`` bounds the cap, 0 turns speculation off."""
+    """The scheduler's decisions; ``k_max`` bounds the cap, 0 turns speculation off;
+    ``prefills``: prompts fed a chunk per step."""
 
     k_max: int = 8
+    prefills: int = 4
     _decoding: list[int] = field(default_factory=list)  # in join order
     _waiting: deque[int] = field(default_factory=deque)  # prompts to prefill, oldest first
     _fit: _Fit = field(default_factory=_Fit)
@@ -118,9 +122,9 @@ class BatchPolicy:
     # ------------------------------------------------------------ a step
 
     def plan(self) -> Plan:
-        prefill = self._waiting[0] if self._waiting else None
-        if prefill is not None:  # round robin between prompts: one chunk each in turn
-            self._waiting.rotate(-1)
+        n = min(self.prefills, len(self._waiting))
+        prefill = list(self._waiting)[:n]
+        self._waiting.rotate(-n)  # round robin: the next step starts with the prompts after
         return Plan(list(self._decoding), prefill, self.k_cap(len(self._decoding)))
 
     def observe_step(self, rows: int, seconds: float) -> None:

@@ -82,7 +82,8 @@ def score_batch(model: llama.Transformer, passes: list[Pass]) -> list[Scores]:
             raise CacheFull(f"KV cache full: {p.target.length + len(p.tokens)} positions")
     tokens = torch.tensor([t for p in passes for t in p.tokens], dtype=torch.long)
     counts = [len(p.tokens) for p in passes]
-    best = torch.empty(len(tokens), dtype=torch.long)
+    heads = sum(1 if p.prompt is not None else len(p.tokens) for p in passes)  # logits rows
+    best = torch.empty(heads, dtype=torch.long)
     # Many rows make the pass compute-bound: both cores then, unless other calls hold them.
     want = 2 if len(tokens) >= _ROWS_FOR_TWO_THREADS else 1
     with torch.inference_mode(), BUDGET.claim(want, every_session=True) as n:

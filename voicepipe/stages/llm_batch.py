@@ -193,8 +193,10 @@ class Batcher:
 
         passes: list[Pass] = []
         owners: list[Job] = []
-        feed = self._jobs.get(plan.prefill) if plan.prefill is not None else None
-        if isinstance(feed, _Feed):
+        for sid in plan.prefill:
+            feed = self._jobs.get(sid)
+            if not isinstance(feed, _Feed):
+                continue
             try:
                 if feed.chunks is None:  # its own passes (caches of another model too)
                     assert feed.gen is not None
@@ -225,7 +227,8 @@ class Batcher:
             for j in owners:
                 self._finish(j, e)
             return
-        self.policy.observe_step(rows, time.perf_counter() - t0)
+        if not any(isinstance(j, _Feed) for j in owners):  # (prompt rows cost differently:
+            self.policy.observe_step(rows, time.perf_counter() - t0)  # the fit is decode's)
         self.steps += 1
         self.rows += rows
         self.max_batch = max(self.max_batch, len(owners))
