@@ -121,7 +121,7 @@ class Batcher:
         """Prefill a prompt (``Engine.feed``) one chunk per step, the chunk's rows in the
         same pass as the other sessions' decode rows; the job yields each chunk's size."""
         loop = asyncio.get_running_loop()
-        targets = getattr(engine, "_targets", lambda: [])()
+        targets: list[Any] = getattr(engine, "_targets", lambda: [])()
         if targets == [engine.target] and engine.target.model is self.model:
             from voicepipe.nn.batched import feed_chunks
 
