@@ -9,7 +9,9 @@ by every session in the process); a new turn only prefills what the cache
 does not already hold (the previous prompt and the reply generated to it stay
 there), a new session copies the rendered system prompt's keys and values from
 a process-wide prefix cache (``llm.prefix_cache``, voicepipe/nn/prefix.py),
-and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop.
+and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop. With
+``llm.batching`` the prompt's chunks and the decoder's steps run in the process's
+batch scheduler instead (stages/llm_batch.py): one pass for every session's rows.
 ``llm.ttft`` says where the prompt's tokens came from: ``prefilled`` (run
 through the model this turn, in ``prefill_chunks`` chunked passes plus the
 decoder's last token), ``shared`` (prefix cache), ``reused`` (session cache).
