@@ -16,7 +16,10 @@ with preemption off and one with it on, asked the same questions alternately
 (off, on, off, on, …) so that both see the same machine load; the JSON then
 holds ``variants`` (``preempt_off``, ``preempt_on``, each a full summary) and
 ``saving_ms`` (off − on, p50/p95). ``--variant`` compares any config
-overrides the same way (e.g. ``--variant turns.preempt_after_ms=80``).
+overrides the same way (e.g. ``--variant turns.preempt_after_ms=80``), at every
+concurrency level up to ``--concurrency``: each batch of that many questions is
+asked of one variant, then of the next (e.g. ``--variant server.adaptive_threads=false
+--variant server.adaptive_threads=true --concurrency 4``).
 
 ``--endpoint realtime`` asks through ``/v1/realtime`` with the official ``openai``
 SDK's realtime client instead (bench/e2e_realtime.py); ``--endpoint both`` asks each
@@ -77,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=V[,KEY=V]",
         help="compare server variants (config overrides, repeat the flag), questions "
-        "alternating between them (concurrency 1)",
+        "alternating between them (at each --concurrency level)",
     )
     p.add_argument(
         "--rounds", type=int, default=1, help="with variants: ask every question N times"
@@ -270,10 +273,12 @@ async def compare(
     rounds: int,
     log: Any,
     trace: str | None = None,
+    max_c: int = 1,
 ) -> dict[str, Any]:
     """One server per variant (config overrides on top of ``cfg``), asked the same questions
-    in turn (q1 of each variant, q2 of each, …, ``rounds`` times), so that every variant
-    sees the same machine load. The trace, if any, is the last variant's."""
+    in turn (at each concurrency level 1, 2, 4, … up to ``max_c``: the level's first
+    batch of questions of each variant, its second of each, …, ``rounds`` times), so that
+    every variant sees the same machine load. The trace, if any, is the last variant's."""
     import asyncio
     import time
     from contextlib import AsyncExitStack
@@ -284,38 +289,40 @@ async def compare(
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     names = list(variants)
+    levels = _levels(max_c)
     log(f"bench e2e: {len(texts)} spoken questions × {rounds}, variants {names}, alternating …")
     async with AsyncExitStack() as stack:
         servers = {}
         for name in names:
-            c = apply_overrides(cfg, variants[name])
+            vcfg = apply_overrides(cfg, variants[name])
             tr = trace if name == names[-1] else None
-            servers[name] = await stack.enter_async_context(serve_process(pipeline, c, trace=tr))
-        sessions: dict[str, list[dict[str, Any]]] = {m: [] for m in names}
+            servers[name] = await stack.enter_async_context(serve_process(pipeline, vcfg, trace=tr))
+        sessions: dict[str, dict[int, list[dict[str, Any]]]] = {
+            m: {c: [] for c in levels} for m in names
+        }
         cpu = dict.fromkeys(names, 0.0)
         wall = dict.fromkeys(names, 0.0)
-        for _ in range(rounds):
-            for i in range(len(clips)):
-                for name in names:
-                    srv = servers[name]
-                    cpu0, t0 = srv.cpu_s(), time.monotonic()
-                    lv = await _level(srv, cfg, clips[i : i + 1], texts[i : i + 1], 1, log)
-                    cpu[name] += srv.cpu_s() - cpu0
-                    wall[name] += time.monotonic() - t0
-                    sessions[name] += lv["sessions"]
-    audio_s = rounds * sum(len(x) for x in clips) / 16000
+        for c in levels:
+            for _ in range(rounds):
+                for i in range(0, len(clips), c):
+                    for name in names:
+                        srv = servers[name]
+                        cpu0, t0 = srv.cpu_s(), time.monotonic()
+                        lv = await _level(srv, cfg, clips[i : i + c], texts[i : i + c], c, log)
+                        cpu[name] += srv.cpu_s() - cpu0
+                        wall[name] += time.monotonic() - t0
+                        sessions[name][c] += lv["sessions"]
+    audio_s = len(levels) * rounds * sum(len(x) for x in clips) / 16000
     out: dict[str, Any] = {
         "pipeline": pipeline,
         "questions": len(texts),
         "rounds": rounds,
-        "order": "each question asked of every variant in turn",
+        "order": "each batch of questions asked of every variant in turn",
         "variants": {n: {"overrides": variants[n]} for n in names},
     }
     for name in names:
-        summary = summarize(
-            [{"concurrency": 1, "sessions": sessions[name]}], cpu[name], audio_s, wall[name]
-        )
-        out["variants"][name].update(summary)
+        lvs = [{"concurrency": c, "sessions": sessions[name][c]} for c in levels]
+        out["variants"][name].update(summarize(lvs, cpu[name], audio_s, wall[name]))
     return out
 
 
@@ -422,6 +429,7 @@ def run(args: argparse.Namespace) -> int:
             rounds=max(1, args.rounds),
             log=log,
             trace=args.trace,
+            max_c=max_c,
         )
         if args.compare_preempt:
             out = asyncio.run(compare_preempt(args.config, **kw))

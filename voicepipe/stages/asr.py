@@ -68,6 +68,7 @@ from voicepipe.frames import (
 from voicepipe.nn.asr import Hypothesis, WhisperAsr
 from voicepipe.nn.vad import CHUNK, SileroVad
 from voicepipe.stage import Stage, TurnCounter
+from voicepipe.stages.asr_gate import decode_gate
 
 log = logging.getLogger(__name__)
 SR = 16000  # what Silero and Whisper consume
@@ -387,16 +388,27 @@ class AsrStage(Stage):
                 self.stats["early_hits"] += 1
                 await self._finish(turn, turn.best[1] if turn.best else None)
                 continue
-            if kind == "partial":
-                turn.partial_at = cutoff
-            pcm = self.audio.get(turn.start_idx, cutoff)
-            cut_t_ns = self._last_t_ns
-            self._decoding = True
+            gate = decode_gate() if self.cfg.asr.decode_priority else None
+            if gate is not None:  # finals before other sessions' partials (stages/asr_gate.py)
+                await gate.acquire(urgent=kind != "partial")
             try:
+                if gate is not None:
+                    again = self._next_job()  # the audio moved on while this waited
+                    if again is None or again[2] == "ready":
+                        continue  # (the loop's top handles it; the gate is released below)
+                    turn, cutoff, kind = again
+                if kind == "partial":
+                    turn.partial_at = cutoff
+                pcm = self.audio.get(turn.start_idx, cutoff)
+                cut_t_ns = self._last_t_ns
+                self._decoding = True
                 hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
             finally:
-                self._decoding = False
-                self._idle.set()
+                if gate is not None:
+                    gate.release()
+                if self._decoding:
+                    self._decoding = False
+                    self._idle.set()
             self.stats[f"{kind}_s"] += hyp.seconds
             self.decodes.append((kind, hyp.audio_s, hyp.seconds))
             self.stats["retries"] += hyp.retried

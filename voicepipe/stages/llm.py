@@ -9,7 +9,9 @@ by every session in the process); a new turn only prefills what the cache
 does not already hold (the previous prompt and the reply generated to it stay
 there), a new session copies the rendered system prompt's keys and values from
 a process-wide prefix cache (``llm.prefix_cache``, voicepipe/nn/prefix.py),
-and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop.
+and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop. With
+``llm.batching`` the prompt's chunks and the decoder's steps run in the process's
+batch scheduler instead (stages/llm_batch.py): one pass for every session's rows.
 ``llm.ttft`` says where the prompt's tokens came from: ``prefilled`` (run
 through the model this turn, in ``prefill_chunks`` chunked passes plus the
 decoder's last token), ``shared`` (prefix cache), ``reused`` (session cache).
@@ -75,7 +77,10 @@ from voicepipe.frames import (
     TranscriptFinal,
     TranscriptStable,
 )
+from voicepipe.nn.threads import BUDGET
 from voicepipe.stage import TurnCounter
+from voicepipe.stages.llm_batch import Batcher, Steps, batcher_for
+from voicepipe.stages.llm_batch import prefill as batched_prefill
 from voicepipe.stages.llm_context import EndpointContext
 from voicepipe.stages.llm_engine import engine_for, system_prefix
 from voicepipe.stages.llm_preempt import Preempting, _Reply
@@ -310,11 +315,20 @@ class LlmStage(EndpointContext, Preempting):
         chunk = self.cfg.llm.prefill_chunk
         if chunk <= 0 or not hasattr(self.engine, "feed"):
             return 0
+        batcher = self._batcher()
+        if batcher is not None:
+            return await batched_prefill(batcher, self.engine, ids, chunk)
         gen = self.engine.feed(ids, chunk)  # type: ignore[attr-defined]
         n = 0
         while await asyncio.to_thread(self._step, gen) is not _DONE:
             n += 1
         return n
+
+    def _batcher(self) -> Batcher | None:
+        """The process's batch scheduler for this model (``llm.batching``), else None."""
+        if not self.cfg.llm.batching or not hasattr(getattr(self.engine, "target", None), "model"):
+            return None
+        return batcher_for(self.engine)
 
     async def _generate(self, r: _Reply) -> None:
         from voicepipe.nn.tokenizer import StreamDecoder
@@ -341,9 +355,12 @@ class LlmStage(EndpointContext, Preempting):
         forced = ""  # a call's opening, put in the model's mouth (see below)
         call_ns = 0
         dec = eng.decoder()  # type: ignore[attr-defined]
+        batcher = self._batcher()
+        steps: Steps | None = None
+        BUDGET.start_session()  # (voicepipe/nn/threads.py: other calls' thread counts)
         try:
             while True:  # one pass per tool round: the model stops after its calls
-                gen = dec.generate(ids, self.max_new_tokens, stop)
+                steps = Steps(batcher, dec, ids, self.max_new_tokens, stop, self._lock)
                 stream = StreamDecoder(eng.tokenizer, keep)  # type: ignore[attr-defined]
                 split = CallSplitter() if self._specs else None  # calls never reach speech
                 said: list[str] = []  # this pass's text, spoken or not yet
@@ -351,8 +368,8 @@ class LlmStage(EndpointContext, Preempting):
                 if split is not None and forced:
                     split.push(forced)
                 while True:
-                    step = await asyncio.to_thread(self._step, gen)
-                    if step is _DONE:
+                    step = await steps.next()
+                    if step is None:
                         break
                     t = now_ns()
                     assert isinstance(step, list)
@@ -418,6 +435,9 @@ class LlmStage(EndpointContext, Preempting):
                 spoken.append(rest)
             await self._emit(r, TextChunk(turn_id=turn, text=rest or "", last=True))
         finally:
+            BUDGET.end_session()
+            if steps is not None:
+                steps.close()  # (batched: leaves the batch before the next step)
             # Interrupted or not, the conversation remembers only what reached the TTS; a
             # tentative reply not (yet) committed is remembered by _commit, or never.
             if not r.tentative and not r.cancelled:
