@@ -154,7 +154,7 @@ class RealtimeConnection(Session):
             turns = getattr(stage, "turns", None)
             if isinstance(turns, TurnCounter):
                 self._turns = turns
-            system = getattr(stage, "_system_text", None)
+            system = getattr(stage, "system_text", None)
             if system is not None:  # the LLM: its instructions are the session's to start with
                 self.rt.config = dataclasses.replace(self.rt.config, instructions=system())
         self._events(self.rt.start())

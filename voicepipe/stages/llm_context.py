@@ -65,7 +65,8 @@ class EndpointContext:
         elif text:
             self.messages.insert(0, {"role": "system", "content": text})
 
-    def _system_text(self) -> str:
+    def system_text(self) -> str:
+        """The system prompt in force (empty: none)."""
         has = bool(self.messages) and self.messages[0]["role"] == "system"
         return str(self.messages[0]["content"]) if has else ""
 
@@ -95,7 +96,7 @@ class EndpointContext:
     @contextmanager
     def overrides(self, frame: Respond) -> Iterator[None]:
         """A response's own instructions, tools and token budget, for that reply only."""
-        saved = (self._system_text(), self._client_specs, self.max_new_tokens)
+        saved = (self.system_text(), self._client_specs, self.max_new_tokens)
         try:
             if frame.instructions is not None:
                 self._set_system(frame.instructions)
