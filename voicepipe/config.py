@@ -226,6 +226,9 @@ class RayConfig:
     target_sessions_per_replica: int = 4
     upscale_delay_s: float = 5.0  # load above target this long before a replica is added
     downscale_delay_s: float = 30.0  # load below target this long before one leaves
+    # A leaving replica (scale-down) takes no new sessions; its own may go on this long,
+    # then they finish the reply in flight (server.drain_timeout_s at most) and close 1001.
+    leave_timeout_s: float = 300.0
     replica_cpus: float = 1.0  # CPUs Ray reserves per replica (its models' threads)
     # HeadOnly: one proxy, on the head (one address for clients); EveryNode: one per node
     # (put a TCP/WebSocket load balancer in front).

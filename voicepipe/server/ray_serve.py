@@ -11,11 +11,13 @@ once and keeps its sessions local; its session ids start with its replica id.
 
 Autoscaling: a WebSocket session is one ongoing request for as long as it is open, so
 Serve's ``target_ongoing_requests`` is the target of open sessions per replica. A replica
-that leaves (scale-down, redeploy, ``serve.shutdown``) drains: its sessions finish the reply
-in flight, then close with 1001 and the client reconnects to another replica
-(``server.drain_timeout_s`` bounds it). Serve itself only waits for a leaving replica's
-ongoing requests to end, which for a conversation may be never; it offers no hook at the
-start of that wait, so ``_ShutdownWatch`` watches the replica's own draining flag.
+that leaves (scale-down, redeploy) takes no new sessions and lets its own go on, for
+``ray.leave_timeout_s`` at most; then they finish the reply in flight (for
+``server.drain_timeout_s`` at most), close with 1001, and the client reconnects to another
+replica. Serve itself only waits for a leaving replica's ongoing requests to end, which for
+a conversation may be never, and offers no hook at the start of that wait: hence
+``_ShutdownWatch``. When the operator stops ``serve --ray``, the leave timeout is set to 0
+first (Serve's ``user_config``, applied to every replica in place), so replicas drain at once.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ray import serve
 
 from voicepipe import pipelines
 from voicepipe.config import Config, ConfigError, RayConfig
+from voicepipe.server import ray_proxy
 from voicepipe.server.app import Server
 
 log = logging.getLogger(__name__)
@@ -97,6 +100,7 @@ class VoiceReplica:
 
     async def __init__(self, cfg: Config, pipeline: str, host: str, port: int) -> None:
         self.replica_id = serve.get_replica_context().replica_id.unique_id
+        self.leave_timeout_s = cfg.ray.leave_timeout_s
         self.server = Server(
             cfg, pipeline=pipeline, host=host, port=port, session_prefix=f"{self.replica_id}-"
         )
@@ -106,6 +110,10 @@ class VoiceReplica:
         self._drained = False
         self._watcher = asyncio.create_task(self._watch_shutdown(), name="shutdown-watch")
 
+    def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """Serve's user_config, applied in place on every replica: the leave timeout."""
+        self.leave_timeout_s = float(user_config["leave_timeout_s"])
+
     def __serve_build_asgi_app__(self) -> Any:
         return self.server.app
 
@@ -113,8 +121,13 @@ class VoiceReplica:
         # A flag of Serve's, not an event: polled (it is set once, when the replica leaves).
         while not self._watch.draining:  # noqa: ASYNC110
             await asyncio.sleep(WATCH_INTERVAL_S)
-        n = len(self.server.sessions)
-        log.info("replica %s leaving: draining %d sessions", self.replica_id, n)
+        # No new sessions come here now; the open ones may end by themselves, for a while.
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        log.info("replica %s leaving: %d sessions", self.replica_id, len(self.server.sessions))
+        # Polled too: the timeout may drop to 0 meanwhile (the operator stops serve --ray).
+        while self.server.sessions and loop.time() < t0 + self.leave_timeout_s:  # noqa: ASYNC110
+            await asyncio.sleep(WATCH_INTERVAL_S)
         await self._drain()
 
     async def _drain(self) -> None:
@@ -136,9 +149,13 @@ class VoiceReplica:
         }
 
 
-def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
-    """The Serve application: ``VoiceReplica`` with the autoscaling and drain of [ray]."""
+def application(
+    cfg: Config, pipeline: str, host: str, port: int, leave_timeout_s: float | None = None
+) -> Any:
+    """The Serve application: ``VoiceReplica`` with the autoscaling and drain of [ray]
+    (``leave_timeout_s``: instead of ray.leave_timeout_s)."""
     c = cfg.ray
+    leave = c.leave_timeout_s if leave_timeout_s is None else leave_timeout_s
     check(c)
     deployment = serve.deployment(
         VoiceReplica,
@@ -156,22 +173,27 @@ def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
             "metrics_interval_s": 1.0,
             "look_back_period_s": 2.0,
         },
-        # The drain (replies in flight finish) plus a margin, before Serve kills the replica.
-        graceful_shutdown_timeout_s=cfg.server.drain_timeout_s + 5.0,
+        # Sessions may end by themselves, then replies in flight finish, then a margin:
+        # only past that does Serve kill the replica.
+        graceful_shutdown_timeout_s=c.leave_timeout_s + cfg.server.drain_timeout_s + 5.0,
         graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": c.replica_cpus},
+        user_config={"leave_timeout_s": leave},
     )
     return deployment.bind(cfg, pipeline, host, port)
 
 
-def code_env() -> dict[str, Any]:
-    """A runtime_env putting this checkout's voicepipe first on the workers' path, when it
-    runs from a checkout (an installed package is found by the workers as it is)."""
+def job_env() -> dict[str, Any]:
+    """The runtime_env of the Ray job: Serve's proxy loads voicepipe's middleware
+    (server/ray_proxy.py; the controller and proxy this job starts inherit it), and the
+    workers find this checkout's voicepipe first when it runs from one (an installed
+    package is found as it is)."""
+    env = {ray_proxy.CALLBACK_ENV: ray_proxy.CALLBACK}
     root = Path(__file__).resolve().parents[2]
-    if "site-packages" in root.parts or not (root / "voicepipe").is_dir():
-        return {}
-    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
-    return {"env_vars": {"PYTHONPATH": path}}
+    if "site-packages" not in root.parts and (root / "voicepipe").is_dir():
+        path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = path
+    return {"env_vars": env}
 
 
 def connect(cfg: Config) -> None:
@@ -179,7 +201,7 @@ def connect(cfg: Config) -> None:
     import ray
 
     c = cfg.ray
-    kwargs: dict[str, Any] = {"runtime_env": code_env(), "logging_level": logging.WARNING}
+    kwargs: dict[str, Any] = {"runtime_env": job_env(), "logging_level": logging.WARNING}
     if c.address:
         ray.init(address=c.address, **kwargs)
     else:
@@ -208,7 +230,11 @@ async def run(
         if ready is not None:
             ready()
         await stop.wait()
-        # Every replica drains; a cluster started here goes with its proxy and controller.
+        # Every replica drains now (not after ray.leave_timeout_s): the same application
+        # with a leave timeout of 0, applied in place; then it goes, and a cluster started
+        # here goes with its proxy and controller.
+        now = application(cfg, pipeline, host, port, leave_timeout_s=0.0)
+        await asyncio.to_thread(serve.run, now, name=APP_NAME, route_prefix="/")
         await asyncio.to_thread(serve.delete, APP_NAME)
         if not cfg.ray.address:
             await asyncio.to_thread(serve.shutdown)
