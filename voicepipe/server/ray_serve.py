@@ -16,8 +16,8 @@ that leaves (scale-down, redeploy) takes no new sessions and lets its own go on,
 ``server.drain_timeout_s`` at most), close with 1001, and the client reconnects to another
 replica. Serve itself only waits for a leaving replica's ongoing requests to end, which for
 a conversation may be never, and offers no hook at the start of that wait: hence
-``_ShutdownWatch``. When the operator stops ``serve --ray``, the leave timeout is set to 0
-first (Serve's ``user_config``, applied to every replica in place), so replicas drain at once.
+``_ShutdownWatch``. When the operator stops ``serve --ray`` (the application is deleted),
+replicas drain at once, as one ``serve`` process does on SIGTERM.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 APP_NAME = "voicepipe"
 DEPLOYMENT = "VoiceReplica"
 WATCH_INTERVAL_S = 0.25  # how soon a leaving replica notices it is leaving
+LEAVE_POLL_S = 1.0  # then how often it asks whether its sessions must go now
 PROXY_LOCATIONS = ("HeadOnly", "EveryNode")
 
 
@@ -93,14 +94,21 @@ class _ShutdownWatch:
         return self._replica is not None and bool(self._replica._shutting_down)
 
 
+def _app_deleted(app_name: str) -> bool:
+    """The whole application is going (``serve.delete``), not just this replica."""
+    app = serve.status().applications.get(app_name)
+    return app is None or getattr(app.status, "value", app.status) == "DELETING"
+
+
 @serve.ingress()
 class VoiceReplica:
     """One replica: a ``Server`` whose ASGI app Serve's proxy calls. Built with the config
     and the address clients reach the proxy at (the Origin/Host checks judge that one)."""
 
     async def __init__(self, cfg: Config, pipeline: str, host: str, port: int) -> None:
-        self.replica_id = serve.get_replica_context().replica_id.unique_id
-        self.leave_timeout_s = cfg.ray.leave_timeout_s
+        context = serve.get_replica_context()
+        self.replica_id = context.replica_id.unique_id
+        self.app_name = context.app_name
         self.server = Server(
             cfg, pipeline=pipeline, host=host, port=port, session_prefix=f"{self.replica_id}-"
         )
@@ -109,10 +117,6 @@ class VoiceReplica:
         self._watch = _ShutdownWatch()
         self._drained = False
         self._watcher = asyncio.create_task(self._watch_shutdown(), name="shutdown-watch")
-
-    def reconfigure(self, user_config: dict[str, Any]) -> None:
-        """Serve's user_config, applied in place on every replica: the leave timeout."""
-        self.leave_timeout_s = float(user_config["leave_timeout_s"])
 
     def __serve_build_asgi_app__(self) -> Any:
         return self.server.app
@@ -125,9 +129,11 @@ class VoiceReplica:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         log.info("replica %s leaving: %d sessions", self.replica_id, len(self.server.sessions))
-        # Polled too: the timeout may drop to 0 meanwhile (the operator stops serve --ray).
-        while self.server.sessions and loop.time() < t0 + self.leave_timeout_s:  # noqa: ASYNC110
-            await asyncio.sleep(WATCH_INTERVAL_S)
+        leave_s = self.server.cfg.ray.leave_timeout_s
+        while self.server.sessions and loop.time() < t0 + leave_s:
+            if await asyncio.to_thread(_app_deleted, self.app_name):
+                break  # the operator stopped it all: no waiting for sessions to end
+            await asyncio.sleep(LEAVE_POLL_S)
         await self._drain()
 
     async def _drain(self) -> None:
@@ -149,13 +155,9 @@ class VoiceReplica:
         }
 
 
-def application(
-    cfg: Config, pipeline: str, host: str, port: int, leave_timeout_s: float | None = None
-) -> Any:
-    """The Serve application: ``VoiceReplica`` with the autoscaling and drain of [ray]
-    (``leave_timeout_s``: instead of ray.leave_timeout_s)."""
+def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
+    """The Serve application: ``VoiceReplica`` with the autoscaling and drain of [ray]."""
     c = cfg.ray
-    leave = c.leave_timeout_s if leave_timeout_s is None else leave_timeout_s
     check(c)
     deployment = serve.deployment(
         VoiceReplica,
@@ -170,7 +172,6 @@ def application(
             "target_ongoing_requests": c.target_sessions_per_replica,
             "upscale_delay_s": c.upscale_delay_s,
             "downscale_delay_s": c.downscale_delay_s,
-            "metrics_interval_s": 1.0,
             "look_back_period_s": 2.0,
         },
         # Sessions may end by themselves, then replies in flight finish, then a margin:
@@ -178,17 +179,23 @@ def application(
         graceful_shutdown_timeout_s=c.leave_timeout_s + cfg.server.drain_timeout_s + 5.0,
         graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": c.replica_cpus},
-        user_config={"leave_timeout_s": leave},
     )
     return deployment.bind(cfg, pipeline, host, port)
 
 
 def job_env() -> dict[str, Any]:
-    """The runtime_env of the Ray job: Serve's proxy loads voicepipe's middleware
-    (server/ray_proxy.py; the controller and proxy this job starts inherit it), and the
-    workers find this checkout's voicepipe first when it runs from one (an installed
-    package is found as it is)."""
-    env = {ray_proxy.CALLBACK_ENV: ray_proxy.CALLBACK}
+    """The runtime_env of the Ray job; the Serve controller and proxy this job starts
+    inherit it. The proxy loads voicepipe's middleware (server/ray_proxy.py) and spreads
+    sessions over every replica: by default it prefers the replicas on its own node until
+    they are full (max_ongoing_requests), which piles every conversation of a HeadOnly
+    proxy onto the head's replicas while the others' CPUs idle. The workers find this
+    checkout's voicepipe first when it runs from one (an installed package is found as it
+    is)."""
+    env = {
+        ray_proxy.CALLBACK_ENV: ray_proxy.CALLBACK,
+        "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0",
+        "RAY_SERVE_PROXY_PREFER_LOCAL_AZ_ROUTING": "0",
+    }
     root = Path(__file__).resolve().parents[2]
     if "site-packages" not in root.parts and (root / "voicepipe").is_dir():
         path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
@@ -230,11 +237,8 @@ async def run(
         if ready is not None:
             ready()
         await stop.wait()
-        # Every replica drains now (not after ray.leave_timeout_s): the same application
-        # with a leave timeout of 0, applied in place; then it goes, and a cluster started
-        # here goes with its proxy and controller.
-        now = application(cfg, pipeline, host, port, leave_timeout_s=0.0)
-        await asyncio.to_thread(serve.run, now, name=APP_NAME, route_prefix="/")
+        # The application goes: every replica drains now (not after ray.leave_timeout_s:
+        # they see it deleted). A cluster started here goes with its proxy and controller.
         await asyncio.to_thread(serve.delete, APP_NAME)
         if not cfg.ray.address:
             await asyncio.to_thread(serve.shutdown)
