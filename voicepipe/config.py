@@ -230,6 +230,11 @@ class RayConfig:
     # then they finish the reply in flight (server.drain_timeout_s at most) and close 1001.
     leave_timeout_s: float = 300.0
     replica_cpus: float = 1.0  # CPUs Ray reserves per replica (its models' threads)
+    # What carries client connections to the replicas. haproxy: Serve's HAProxy ingress,
+    # replicas serving their own port behind it (a WebSocket is a plain TCP tunnel once
+    # open); proxy: Serve's Python HTTP proxy, which relays every message over Ray (adds
+    # latency: docs/BENCHMARKS.md), but closes a dead replica's sessions with 1012.
+    ingress: str = "haproxy"
     # HeadOnly: one proxy, on the head (one address for clients); EveryNode: one per node
     # (put a TCP/WebSocket load balancer in front).
     proxy_location: str = "HeadOnly"

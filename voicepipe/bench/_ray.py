@@ -6,7 +6,8 @@
 Each node is a ``ray start --block`` process in its own process group (a head first, then
 the others joining it), so stopping it stops that node's raylet and workers, and only
 them: never ``ray stop``, which would take down every Ray cluster of the user on the
-machine. No dashboard, no usage stats. The cluster has its own auth token (Ray's token
+machine. No dashboard, no usage stats. Leave ``driver()`` before the cluster: it shuts
+Serve down. The cluster has its own auth token (Ray's token
 authentication, in ``env``): pass ``env`` to every process that joins it; ``driver()``
 joins this process too.
 """
@@ -14,6 +15,7 @@ joins this process too.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -54,9 +56,15 @@ class LocalCluster:
         os.environ.update({k: self.env[k] for k in keys})
         _reload_auth()
         try:
-            ray.init(address=self.address, logging_level="WARNING", log_to_driver=False)
+            ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=False)
             yield
         finally:
+            # The cluster is going: Serve first, or HAProxy, which Serve runs as a child of
+            # a worker, outlives its node.
+            with contextlib.suppress(Exception):
+                from ray import serve
+
+                serve.shutdown()
             ray.shutdown()
             for k, v in saved.items():
                 if v is None:
@@ -69,7 +77,7 @@ class LocalCluster:
 def _reload_auth() -> None:
     """Ray reads the auth mode and token once per process and caches them: after the
     environment changed, they are read again (as Ray's own test helpers do)."""
-    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
@@ -100,6 +108,9 @@ def local_cluster(cpus: list[int]) -> Iterator[LocalCluster]:
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_AUTH_MODE": "token",
         "RAY_AUTH_TOKEN": secrets.token_hex(32),
+        # Serve's HAProxy ingress: its stats and metrics ports, free ones (not 8404, 9101)
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
     }
     cluster = LocalCluster(f"127.0.0.1:{gcs}", env)
     common = ["--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]

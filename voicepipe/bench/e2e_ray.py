@@ -38,14 +38,9 @@ def _replica(session_id: str) -> str:
 
 
 def _replicas() -> dict[str, int]:
-    from ray import serve
+    from voicepipe.server.ray_serve import replica_states
 
-    from voicepipe.server import ray_serve
-
-    app = serve.status().applications.get(ray_serve.APP_NAME)
-    if app is None or ray_serve.DEPLOYMENT not in app.deployments:
-        return {}
-    return {str(k): v for k, v in app.deployments[ray_serve.DEPLOYMENT].replica_states.items()}
+    return replica_states()
 
 
 async def _until(check: Any, timeout_s: float) -> float:
@@ -131,15 +126,19 @@ async def bench(
                     for d, r in zip(map(_v2v, pair["direct"]), map(_v2v, pair["ray"]), strict=True)
                     if d is not None and r is not None
                 ]
-                lv = {"concurrency": c, "direct": _side(pair["direct"]), "ray": _side(pair["ray"])}
-                lv["overhead_ms"] = _pcts(diffs)
-                p_d = lv["direct"]["voice_to_voice_ms"].get("p50")
-                p_r = lv["ray"]["voice_to_voice_ms"].get("p50")
-                lv["ratio_p50"] = round(p_r / p_d, 3) if p_d and p_r else None
-                lv["sessions_per_replica"] = dict(
-                    Counter(_replica(s["session_id"]) for s in pair["ray"])
-                )
-                d_ms, r_ms = lv["direct"]["voice_to_voice_ms"], lv["ray"]["voice_to_voice_ms"]
+                d_side, r_side = _side(pair["direct"]), _side(pair["ray"])
+                d_ms, r_ms = d_side["voice_to_voice_ms"], r_side["voice_to_voice_ms"]
+                p_d, p_r = d_ms.get("p50"), r_ms.get("p50")
+                lv: dict[str, Any] = {
+                    "concurrency": c,
+                    "direct": d_side,
+                    "ray": r_side,
+                    "overhead_ms": _pcts(diffs),
+                    "ratio_p50": round(p_r / p_d, 3) if p_d and p_r else None,
+                    "sessions_per_replica": dict(
+                        Counter(_replica(s["session_id"]) for s in pair["ray"])
+                    ),
+                }
                 log(f"  c={c}: {d_ms} direct, {r_ms} via Serve, overhead {lv['overhead_ms']}")
                 levels.append(lv)
             out["levels"] = levels

@@ -74,12 +74,17 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve_ray(args: argparse.Namespace) -> int:
     import asyncio
+    import os
     import signal
 
     from voicepipe import pipelines
-    from voicepipe.server import ray_serve
+    from voicepipe.server import ray_proxy
 
     cfg = args.config
+    # Serve reads its switches when it is imported, in this process too.
+    os.environ.update(ray_proxy.serve_env(cfg.ray))
+    from voicepipe.server import ray_serve
+
     pipeline = args.pipeline or cfg.server.pipeline
     pipelines.load(pipeline)  # a bad name fails here, not in every replica
     host = args.host if args.host is not None else cfg.server.host

@@ -1,5 +1,7 @@
-"""What Ray Serve's HTTP proxy adds for voicepipe: a WebSocket whose replica died gets a
-close with a reason (1012 ``replica lost: reconnect``) instead of a dropped connection.
+"""What carries connections to voicepipe's Ray Serve replicas: Serve's switches for
+``ray.ingress`` (``serve_env``), and what Serve's Python proxy adds: a WebSocket whose
+replica died gets a close with a reason (1012 ``replica lost: reconnect``) instead of a
+dropped connection.
 
 Serve's proxy, when the replica holding a WebSocket dies, ends its side of the ASGI call
 without a close message, and the client sees 1006 (no close frame, no reason). Serve loads
@@ -16,10 +18,12 @@ from typing import Any
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from voicepipe.config import ConfigError, RayConfig
 from voicepipe.core import protocol as P
 
 CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 CALLBACK = "voicepipe.server.ray_proxy.middlewares"
+METRICS_PUSH_S = 0.5
 LOST_REASON = f"{P.CLOSE_REASONS[P.CLOSE_REPLICA_LOST]}: reconnect"
 
 
@@ -59,6 +63,35 @@ class ReplicaLostClose:
                 await send(
                     {"type": "websocket.close", "code": P.CLOSE_REPLICA_LOST, "reason": LOST_REASON}
                 )
+
+
+def serve_env(c: RayConfig) -> dict[str, str]:
+    """Serve's switches for ``ray.ingress``, read by every Serve process (driver,
+    controller, proxy, replicas) when it imports Serve.
+
+    haproxy: Serve's HAProxy ingress: each replica serves the ASGI app on a port of its own
+    and HAProxy (bundled with ray[serve]) balances connections over them by least
+    connections; an open WebSocket is then a TCP tunnel, not a relay.
+    proxy: Serve's Python proxy, with voicepipe's middleware (below: 1012 for a dead replica's
+    sessions) and without its preference for the replicas on its own node
+    (which piles every session of a HeadOnly proxy onto the head's replicas until they are
+    full while the other nodes' CPUs idle)."""
+    # The autoscaler's inputs, pushed every METRICS_PUSH_S instead of Serve's 10 s: a step
+    # of conversations is seen within a second or two (ray_serve.application's look-back).
+    push = {
+        "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": str(METRICS_PUSH_S),
+        "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": str(METRICS_PUSH_S),
+    }
+    if c.ingress == "haproxy":
+        return {"RAY_SERVE_ENABLE_HA_PROXY": "1", **push}
+    if c.ingress == "proxy":
+        return {
+            CALLBACK_ENV: CALLBACK,
+            "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0",
+            "RAY_SERVE_PROXY_PREFER_LOCAL_AZ_ROUTING": "0",
+            **push,
+        }
+    raise ConfigError(f"ray.ingress: expected haproxy or proxy, got {c.ingress!r}")
 
 
 def middlewares() -> list[Any]:

@@ -60,6 +60,7 @@ def check(c: RayConfig) -> None:
         )
     if c.replica_cpus < 0:
         raise ConfigError(f"ray.replica_cpus: must be >= 0, got {c.replica_cpus}")
+    ray_proxy.serve_env(c)  # ray.ingress
     if c.proxy_location not in PROXY_LOCATIONS:
         raise ConfigError(
             f"ray.proxy_location: expected one of {', '.join(PROXY_LOCATIONS)}, "
@@ -94,6 +95,14 @@ class _ShutdownWatch:
         return self._replica is not None and bool(self._replica._shutting_down)
 
 
+def replica_states(app_name: str = APP_NAME) -> dict[str, int]:
+    """The deployment's replicas by state, e.g. {"RUNNING": 2} (a driver of the cluster)."""
+    app = serve.status().applications.get(app_name)
+    if app is None or DEPLOYMENT not in app.deployments:
+        return {}
+    return {str(k): v for k, v in app.deployments[DEPLOYMENT].replica_states.items()}
+
+
 def _app_deleted(app_name: str) -> bool:
     """The whole application is going (``serve.delete``), not just this replica."""
     app = serve.status().applications.get(app_name)
@@ -105,7 +114,10 @@ class VoiceReplica:
     """One replica: a ``Server`` whose ASGI app Serve's proxy calls. Built with the config
     and the address clients reach the proxy at (the Origin/Host checks judge that one)."""
 
-    async def __init__(self, cfg: Config, pipeline: str, host: str, port: int) -> None:
+    # Serve awaits an async constructor (mypy wants __init__ to return None).
+    async def __init__(  # type: ignore[misc]
+        self, cfg: Config, pipeline: str, host: str, port: int
+    ) -> None:
         context = serve.get_replica_context()
         self.replica_id = context.replica_id.unique_id
         self.app_name = context.app_name
@@ -172,7 +184,9 @@ def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
             "target_ongoing_requests": c.target_sessions_per_replica,
             "upscale_delay_s": c.upscale_delay_s,
             "downscale_delay_s": c.downscale_delay_s,
-            "look_back_period_s": 2.0,
+            # Averaged over a few pushes (ray_proxy.serve_env): quick, not jumpy.
+            "metrics_interval_s": ray_proxy.METRICS_PUSH_S,
+            "look_back_period_s": 3.0,
         },
         # Sessions may end by themselves, then replies in flight finish, then a margin:
         # only past that does Serve kill the replica.
@@ -180,22 +194,14 @@ def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
         graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": c.replica_cpus},
     )
-    return deployment.bind(cfg, pipeline, host, port)
+    return deployment.bind(cfg, pipeline, host, port)  # type: ignore[attr-defined]
 
 
-def job_env() -> dict[str, Any]:
-    """The runtime_env of the Ray job; the Serve controller and proxy this job starts
-    inherit it. The proxy loads voicepipe's middleware (server/ray_proxy.py) and spreads
-    sessions over every replica: by default it prefers the replicas on its own node until
-    they are full (max_ongoing_requests), which piles every conversation of a HeadOnly
-    proxy onto the head's replicas while the others' CPUs idle. The workers find this
-    checkout's voicepipe first when it runs from one (an installed package is found as it
-    is)."""
-    env = {
-        ray_proxy.CALLBACK_ENV: ray_proxy.CALLBACK,
-        "RAY_SERVE_PROXY_PREFER_LOCAL_NODE_ROUTING": "0",
-        "RAY_SERVE_PROXY_PREFER_LOCAL_AZ_ROUTING": "0",
-    }
+def job_env(c: RayConfig) -> dict[str, Any]:
+    """The runtime_env of the Ray job: the Serve controller, proxy and replicas it starts
+    inherit ``ray_proxy.serve_env``; the workers find this checkout's voicepipe first when it runs
+    from one (an installed package is found as it is)."""
+    env = ray_proxy.serve_env(c)
     root = Path(__file__).resolve().parents[2]
     if "site-packages" not in root.parts and (root / "voicepipe").is_dir():
         path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
@@ -208,7 +214,7 @@ def connect(cfg: Config) -> None:
     import ray
 
     c = cfg.ray
-    kwargs: dict[str, Any] = {"runtime_env": job_env(), "logging_level": logging.WARNING}
+    kwargs: dict[str, Any] = {"runtime_env": job_env(c), "logging_level": logging.WARNING}
     if c.address:
         ray.init(address=c.address, **kwargs)
     else:
