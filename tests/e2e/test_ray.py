@@ -122,6 +122,10 @@ async def test_a_dead_replica_costs_only_its_own_sessions(
         # one replica per node: each node has one CPU, each replica takes one
         assert _states() == {"RUNNING": 2}
         assert ray.available_resources().get("CPU", 0.0) == 0.0
+        # Both in the ingress's list too (HAProxy learns of a replica after Serve does).
+        seen: set[str] = set()
+        await _until("both replicas answering", lambda: seen.add(_healthz_replica(port)) or
+                     len(seen) == 2)  # fmt: skip
         sessions = [_session(port, 8.0, i) for i in range(4)]
         tasks = []
         for s in sessions:  # one at a time, so the proxy sees the load and spreads them

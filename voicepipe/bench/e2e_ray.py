@@ -43,6 +43,14 @@ def _replicas() -> dict[str, int]:
     return replica_states()
 
 
+def _healthz_replica(url: str) -> str:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return str(json.loads(r.read()).get("replica", ""))
+
+
 async def _until(check: Any, timeout_s: float) -> float:
     """Seconds until ``check()`` held (polled every 0.2 s); raises past ``timeout_s``."""
     t0 = time.monotonic()
@@ -153,11 +161,15 @@ async def _step(
     """Above target: a second replica; below: back to one. Times and sessions of each."""
     timeout = 600.0
     await _until(lambda: _replicas() == {"RUNNING": 1}, timeout)
+    health = url.replace("ws://", "http://").removesuffix("/ws") + "/healthz"
+    old = await asyncio.to_thread(_healthz_replica, health)  # the one replica so far
     step = [clips[i % len(clips)] for i in range(2 * c)]
     log(f"  step: {len(step)} sessions holding {hold_s:g} s (target {c} per replica) …")
     first = asyncio.create_task(_sessions(url, cfg, step, trailing_silence_s=hold_s))
     up_s = await _until(lambda: _replicas() == {"RUNNING": 2}, timeout)
     log(f"  step: second replica running after {up_s:.1f} s")
+    # and in the ingress's list (a request answered by it), before the next sessions
+    await _until(lambda: _healthz_replica(health) != old, timeout)
     later = await _sessions(url, cfg, [clips[i % len(clips)] for i in range(c)])
     results = await first + later
     down_s = await _until(lambda: _replicas() == {"RUNNING": 1}, timeout)

@@ -81,6 +81,16 @@ def serve_env(c: RayConfig) -> dict[str, str]:
     push = {
         "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": str(METRICS_PUSH_S),
         "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": str(METRICS_PUSH_S),
+        # The app on the replica's own event loop, not on a loop in a thread of its own:
+        # with the thread, every ASGI message crosses threads in batches, which cost
+        # 150-400 ms of voice-to-voice (docs/BENCHMARKS.md). The server keeps its loop
+        # free of long work (models run in threads), as it does under plain uvicorn.
+        "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
+        # A proxy (HAProxy's manager too) that is not ready within 5 s, or misses health
+        # checks of 10 s, is killed and started again, and serve.start fails: on a busy
+        # box, starting HAProxy takes longer. Patience instead.
+        "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+        "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "30",
     }
     if c.ingress == "haproxy":
         return {"RAY_SERVE_ENABLE_HA_PROXY": "1", **push}
