@@ -4,8 +4,8 @@ loopback WebSocket.
 This checks the protocol core from the client's side, through the SDK's own
 ``client.realtime.connect()`` path (URL, headers, its send/parse code): the tiny shell
 below only moves text between the socket and the session, and plays the pipeline's part
-with fixed outputs. It is a test of the protocol core only: the server does not serve
-``/v1/realtime`` yet, and the pipeline's real outputs are not in this test.
+with fixed outputs. It is a test of the protocol core only; the served endpoint, with
+the pipeline's real outputs, is tests/e2e/test_realtime.py's.
 """
 
 from __future__ import annotations

@@ -197,6 +197,7 @@ class TurnResult:
     reply_text: str = ""
     interrupted: bool = False
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # media_ts → int16
+    first_audio_ns: int | None = None  # arrival of the reply's first audio frame
     latency_ms: dict[str, float] = field(default_factory=dict)
 
     def audio(self) -> np.ndarray:
@@ -458,7 +459,9 @@ class ClientSession:
                 msg = self.rules.receive(P.decode(data))
                 t = getattr(msg, "turn_id", 0)
                 if isinstance(msg, P.AudioFrame):
-                    res.turn(t).frames[msg.media_ts] = msg.pcm
+                    turn = res.turn(t)
+                    turn.frames[msg.media_ts] = msg.pcm
+                    turn.first_audio_ns = turn.first_audio_ns or now_ns()
                     playout.push(msg.seq, msg.media_ts, msg.pcm, now_ns(), reply=t, last=msg.last)
                 elif isinstance(msg, P.ReplyStart):
                     res.turn(t)
@@ -554,6 +557,9 @@ class ClientSession:
                     # when the client sent the last speech sample → when the reply was heard
                     end_ns = res.first_send_ns + round(turn.speech_end_ms * 1e6 / self.speed)
                     turn.latency_ms[E2E_VOICE_TO_VOICE] = (first - end_ns) / 1e6
+                    if turn.first_audio_ns is not None:  # before the playout buffer
+                        arrived = (turn.first_audio_ns - end_ns) / 1e6
+                        turn.latency_ms[VOICE_TO_FIRST_AUDIO] = arrived
                     res.spans.append(
                         SpanRecord(
                             E2E_VOICE_TO_VOICE,
@@ -569,6 +575,11 @@ class ClientSession:
             first_turn.latency_ms["client.first_audio"] = (
                 res.first_play_ns - res.first_send_ns
             ) / 1e6
+
+
+# Last speech sample sent → first reply audio received: what any client gets before its
+# own playout buffer (``bench e2e --endpoint both`` compares endpoints on it).
+VOICE_TO_FIRST_AUDIO = "client.voice_to_first_audio"
 
 
 def _floats(d: dict[str, Any]) -> dict[str, float]:

@@ -50,6 +50,10 @@ class ServerConfig:
     # Empty list: only the server's own host (and non-browser clients) may connect.
     allowed_origins: list[str] = field(default_factory=list)
     web_root: str = ""  # empty: the web/ folder next to the package
+    # A model call uses several threads (a prompt pass, a vocoder push) only when it runs
+    # alone and at most one session is mid-reply; else one (voicepipe/nn/threads.py).
+    # false: every call its own configured count, however many run at once.
+    adaptive_threads: bool = True
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,9 @@ class AsrConfig:
     window_pad_s: float = 3.0
     no_speech_threshold: float = 0.6  # drop a decode whose no-speech probability is above
     early_final_ms: int = 160  # trailing silence after which the final is decoded ahead
+    # One decode at a time per process, finals and pause decodes before every session's
+    # partials (stages/asr_gate.py); false: each session's decodes queue in arrival order.
+    decode_priority: bool = True
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,9 @@ class LlmConfig:
     # Threads of a prompt pass on the fused kernel (decode keeps one): the prompt is
     # prefilled while speech synthesis waits for the reply, so the second core is free.
     prefill_threads: int = 2
+    # One model pass for every session's decode step: the process's batch scheduler
+    # (stages/llm_batch.py, core/batching.py) instead of each session's own passes.
+    batching: bool = False
     # The reply's first spoken chunk (core/chunker.py): it may end at a clause mark once
     # it holds first_min_words words, and before a conjunction or relative word once it
     # holds first_break_words (0: only at punctuation), so speech starts early.

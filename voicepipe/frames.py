@@ -132,9 +132,11 @@ class SpeechStart(Frame):
 
 @dataclass(kw_only=True)
 class SpeechEnd(Frame):
-    """Endpoint: the user stopped speaking at media time ``media_ns`` (last speech frame)."""
+    """Endpoint: the user stopped speaking at media time ``media_ns`` (last speech frame).
+    ``accepted`` False: too short to be a turn (a click, a cough), or cleared: no final follows."""
 
     media_ns: int
+    accepted: bool = True
 
 
 @dataclass(kw_only=True)
@@ -218,3 +220,59 @@ class InputEnd(Frame):
     When it reaches the sink every reply has been sent and the server says
     ``done``.
     """
+
+
+# ---------------------------------------------------------------- endpoint control
+# What an endpoint other than protocol v1 asks of the pipeline (the Realtime API's
+# session.update, input_audio_buffer.commit, conversation items, response.create:
+# server/realtime.py). Data frames, so they keep their order with the audio; each stage
+# acts on its part and pushes the frame on.
+
+
+@dataclass(kw_only=True)
+class SessionSetup(Frame):
+    """Session settings; None keeps the current value."""
+
+    vad: dict[str, float | int] | None = None  # [vad] overrides for the ASR's endpointer
+    barge_in: bool | None = None  # speech start interrupts the reply in progress (BargeIn)
+    auto_reply: bool | None = None  # a final transcript starts a reply (LLM); else Respond
+    system_prompt: str | None = None  # the LLM's instructions
+    client_tools: list[dict[str, Any]] | None = None  # chat-template specs the client runs
+    max_new_tokens: int | None = None  # per reply (0: the configured llm.max_new_tokens)
+
+
+@dataclass(kw_only=True)
+class TurnControl(Frame):
+    """``commit``: end the open user turn now (its final follows); ``clear``: drop it.
+    Pushed on after acting, so the endpoint sees where it fell among the turns."""
+
+    action: str
+    key: str = ""  # the endpoint's name for this commit
+
+
+@dataclass(kw_only=True)
+class ContextEdit(Frame):
+    """Add ``message`` (a chat message dict) to the end of the LLM's conversation under
+    ``key``, or, with ``message`` None, remove the one added under ``key``."""
+
+    key: str
+    message: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True)
+class Respond(Frame):
+    """Reply now to the conversation as it stands (no new user words), as turn ``turn_id``.
+    Non-None fields override the session's for this reply only."""
+
+    instructions: str | None = None
+    client_tools: list[dict[str, Any]] | None = None
+    max_new_tokens: int | None = None
+
+
+@dataclass(kw_only=True)
+class ToolCallOut(Frame):
+    """The model called a tool the client runs (``SessionSetup.client_tools``): the reply
+    ends with it; the client sends the result back as a ``tool`` message and a Respond."""
+
+    name: str
+    arguments: str  # JSON object text

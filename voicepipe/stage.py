@@ -117,6 +117,7 @@ class Stage:
         self.current_turn = 0
         self._work: asyncio.Task[None] | None = None
         self._work_turn = -1
+        self.started = asyncio.Event()  # start() returned: models loaded, settings final
 
     async def put(self, frame: Frame) -> None:
         await self.inbox.put(frame)
@@ -192,6 +193,7 @@ class Stage:
 
     async def run(self) -> None:
         await self.start()
+        self.started.set()
         try:
             while True:
                 frame = await self.inbox.get()

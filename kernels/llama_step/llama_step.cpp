@@ -81,6 +81,20 @@ struct Layer {
   QW qkv, o, w13, w2;
 };
 
+// One caller's rows in a pass: T rows fed at positions [pos, pos + T) of their
+// own KV cache. A pass runs several segments (several sessions' steps) through
+// each weight matrix together, so the weights are read once for all of them,
+// while rotation and attention stay per segment (each its own cache and
+// positions). The matrices are row-independent, so every row's result is the
+// same whatever else shares its pass.
+struct Segment {
+  int64_t T = 0, pos = 0, Lmax = 0;
+  float* kv = nullptr;              // (n_layer, 2, Hkv, Lmax, D)
+  const Tree* tree = nullptr;       // nullptr: a chain
+  float* normed = nullptr;          // receives the T rows' final-normed states, or nullptr
+  bool last_only = false;           // the head reads only the last row
+};
+
 class Model {
  public:
   // layers[i] = [attn_norm, ffn_norm, bqkv (empty if none)]; mats[i] = [qkv, o, w13, w2],
@@ -125,11 +139,59 @@ class Model {
   // Returns fp32 logits (T, V), or (1, V) with last_only; best (optional, int64,
   // one entry per logits row) receives each row's argmax, found while the head
   // computes it (what greedy decoding needs, without reading the logits back).
+  // threads: of this call (0: the model's threads_), so that concurrent callers each
+  // choose theirs instead of sharing one setting.
   torch::Tensor forward(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only,
-                        std::optional<torch::Tensor> best) {
+                        std::optional<torch::Tensor> best, int64_t threads) {
     std::vector<float> x = embed_rows(tokens);
     const int64_t T = tokens.size(0);
-    return run(x, T, kv, pos, last_only, nullptr, nullptr, best_ptr(best, last_only ? 1 : T));
+    return run(x, T, kv, pos, last_only, nullptr, nullptr, best_ptr(best, last_only ? 1 : T),
+               (int)threads);
+  }
+
+  // Several callers' rows in one pass (Segment): tokens (ΣT,) in segment order,
+  // segment i's counts[i] rows fed at pos[i] into kvs[i]; feats[i] (or an empty
+  // tensor) receives their final-normed states at rows [pos[i], pos[i] + T) as
+  // forward_into does, parents[i] (or []) makes them a tree. Returns the logits
+  // of every segment's rows in order, or of its last row only where last_only[i];
+  // best as in forward, one entry per logits row.
+  torch::Tensor forward_batch(torch::Tensor tokens, std::vector<torch::Tensor> kvs,
+                              std::vector<int64_t> pos, std::vector<int64_t> counts,
+                              std::vector<bool> last_only, std::vector<torch::Tensor> feats,
+                              std::vector<std::vector<int64_t>> parents,
+                              std::optional<torch::Tensor> best, int64_t threads) {
+    const size_t n = kvs.size();
+    TORCH_CHECK(n > 0 && pos.size() == n && counts.size() == n && last_only.size() == n &&
+                    feats.size() == n && parents.size() == n,
+                "one kv, pos, count, last_only, feats and parents entry per segment");
+    std::vector<float> x = embed_rows(tokens);
+    std::vector<Tree> trees;
+    trees.reserve(n);  // no reallocation: segments point into it
+    std::vector<Segment> segs(n);
+    int64_t total = 0, rows = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Segment& s = segs[i];
+      s.T = counts[i];
+      s.pos = pos[i];
+      TORCH_CHECK(s.T > 0, "segment ", i, " has no rows");
+      s.kv = check_kv(kvs[i], s.pos, s.T, s.Lmax);
+      s.last_only = last_only[i];
+      if (feats[i].numel()) {
+        const torch::Tensor& f = feats[i];
+        TORCH_CHECK(f.scalar_type() == torch::kFloat && f.is_contiguous() && f.dim() == 2 &&
+                        f.size(1) == dim_ && s.pos + s.T <= f.size(0),
+                    "feats[", i, "]: a contiguous (max_len, dim) float32 tensor covering the rows");
+        s.normed = f.data_ptr<float>() + s.pos * dim_;
+      }
+      if (!parents[i].empty()) {
+        trees.emplace_back(parents[i], s.T);
+        s.tree = &trees.back();
+      }
+      total += s.T;
+      rows += s.last_only ? 1 : s.T;
+    }
+    TORCH_CHECK(total == tokens.size(0), "counts must add up to the tokens given");
+    return run_segments(x, segs, best_ptr(best, rows), (int)threads);
   }
 
   // forward() that also writes every fed row's final-normed hidden state (what
@@ -144,7 +206,7 @@ class Model {
   // order, so its logits are bit-identical to that decode's (Tree).
   torch::Tensor forward_into(torch::Tensor tokens, torch::Tensor kv, int64_t pos, bool last_only,
                              torch::Tensor feats, std::vector<int64_t> parents,
-                             std::optional<torch::Tensor> best) {
+                             std::optional<torch::Tensor> best, int64_t threads) {
     TORCH_CHECK(feats.scalar_type() == torch::kFloat && feats.is_contiguous() && feats.dim() == 2 &&
                     feats.size(1) == dim_ && pos >= 0 && pos + tokens.numel() <= feats.size(0),
                 "feats must be a contiguous (max_len, dim) float32 tensor covering the rows fed");
@@ -152,9 +214,9 @@ class Model {
     const int64_t T = tokens.size(0);
     int64_t* bp = best_ptr(best, last_only ? 1 : T);
     float* out = feats.data_ptr<float>() + pos * dim_;
-    if (parents.empty()) return run(x, T, kv, pos, last_only, out, nullptr, bp);
+    if (parents.empty()) return run(x, T, kv, pos, last_only, out, nullptr, bp, (int)threads);
     const Tree tree(parents, T);
-    return run(x, T, kv, pos, last_only, out, &tree, bp);
+    return run(x, T, kv, pos, last_only, out, &tree, bp, (int)threads);
   }
 
   // The input projection of an EAGLE draft run on this (one-layer) model: x = fc([f ; e]) + b.
@@ -244,62 +306,102 @@ class Model {
     return best->data_ptr<int64_t>();
   }
 
+  // The (n_layer, 2, Hkv, Lmax, D) cache's data, checked to hold rows [pos, pos + T).
+  float* check_kv(torch::Tensor& kv, int64_t pos, int64_t T, int64_t& Lmax) const {
+    TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
+                    kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
+                    kv.size(2) == Hkv_ && kv.size(4) == D_,
+                "kv must be contiguous (n_layer, 2, n_kv_head, max_len, head_dim) float32");
+    Lmax = kv.size(3);
+    TORCH_CHECK(pos >= 0 && pos + T <= Lmax && pos + T <= cos_.size(0),
+                "positions out of range of the cache");
+    return kv.data_ptr<float>();
+  }
+
   // normed_out (T, dim), when given, receives every row's final-normed state,
   // and the head reads its rows from there (the same values as without it).
   // tree: the rows' shape (nullptr: a chain); best: the head's argmax per row.
   torch::Tensor run(std::vector<float>& x, int64_t T, torch::Tensor kv, int64_t pos,
                     bool last_only, float* normed_out = nullptr, const Tree* tree = nullptr,
-                    int64_t* best = nullptr) {
-    TORCH_CHECK(kv.scalar_type() == torch::kFloat && kv.is_contiguous() && kv.dim() == 5 &&
-                    kv.size(0) == (int64_t)layers_.size() && kv.size(1) == 2 &&
-                    kv.size(2) == Hkv_ && kv.size(4) == D_,
-                "kv must be contiguous (n_layer, 2, n_kv_head, max_len, head_dim) float32");
-    const int64_t Lmax = kv.size(3);
-    TORCH_CHECK(pos >= 0 && pos + T <= Lmax && pos + T <= cos_.size(0),
-                "positions out of range of the cache");
+                    int64_t* best = nullptr, int threads = 0) {
+    Segment s;
+    s.T = T;
+    s.pos = pos;
+    s.kv = check_kv(kv, pos, T, s.Lmax);
+    s.tree = tree;
+    s.normed = normed_out;
+    s.last_only = last_only;
+    std::vector<Segment> one{s};
+    return run_segments(x, one, best, threads);
+  }
+
+  // x (ΣT, dim): the segments' rows in order. Matrices over all rows at once,
+  // rotation and attention per segment, the head over each segment's rows (its
+  // last only where last_only).
+  torch::Tensor run_segments(std::vector<float>& x, const std::vector<Segment>& segs,
+                             int64_t* best, int threads) {
+    const int nt = threads > 0 ? threads : threads_;
     // A chain is the tree whose row t has depth t: one code path for both.
     const Tree chain = Tree::chain();
-    if (!tree) tree = &chain;
+    int64_t T = 0, rows = 0;
+    for (const Segment& s : segs) {
+      T += s.T;
+      rows += s.last_only ? 1 : s.T;
+    }
     const int64_t dim = dim_, nqkv = (H_ + 2 * Hkv_) * D_, ffn = ffn_;
     std::vector<float> h(T * dim), qkv(T * nqkv), att(T * H_ * D_), gu(T * 2 * ffn), act(T * ffn),
         tmp(T * dim);
-    float* kvp = kv.data_ptr<float>();
 
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& ly = layers_[li];
       const float* an = ly.attn_norm.data_ptr<float>();
       for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], an, &h[t * dim], dim, eps_);
-      matmul(ly.qkv, h.data(), qkv.data(), T, threads_);
+      matmul(ly.qkv, h.data(), qkv.data(), T, nt);
       if (ly.bqkv.numel()) {
         const float* b = ly.bqkv.data_ptr<float>();
         for (int64_t t = 0; t < T; ++t)
           for (int64_t j = 0; j < nqkv; ++j) qkv[t * nqkv + j] += b[j];
       }
-      float* kc = kvp + li * 2 * Hkv_ * Lmax * D_;  // (Hkv, Lmax, D)
-      float* vc = kc + Hkv_ * Lmax * D_;
-      rope_and_store(qkv.data(), kc, vc, T, pos, Lmax, *tree);
-      attention(qkv.data(), kc, vc, att.data(), T, pos, Lmax, *tree);
-      matmul(ly.o, att.data(), tmp.data(), T, threads_);
+      int64_t r0 = 0;  // the segment's first row
+      for (const Segment& s : segs) {
+        float* kc = s.kv + li * 2 * Hkv_ * s.Lmax * D_;  // (Hkv, Lmax, D)
+        float* vc = kc + Hkv_ * s.Lmax * D_;
+        const Tree& tree = s.tree ? *s.tree : chain;
+        float* q = qkv.data() + r0 * nqkv;
+        rope_and_store(q, kc, vc, s.T, s.pos, s.Lmax, tree);
+        attention(q, kc, vc, att.data() + r0 * H_ * D_, s.T, s.pos, s.Lmax, tree, nt);
+        r0 += s.T;
+      }
+      matmul(ly.o, att.data(), tmp.data(), T, nt);
       for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
       const float* fn = ly.ffn_norm.data_ptr<float>();
       for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], fn, &h[t * dim], dim, eps_);
-      matmul(ly.w13, h.data(), gu.data(), T, threads_);
+      matmul(ly.w13, h.data(), gu.data(), T, nt);
       for (int64_t t = 0; t < T; ++t) silu_mul(&gu[t * 2 * ffn], &act[t * ffn], ffn);
-      matmul(ly.w2, act.data(), tmp.data(), T, threads_);
+      matmul(ly.w2, act.data(), tmp.data(), T, nt);
       for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
     }
 
-    const int64_t first = last_only ? T - 1 : 0, rows = T - first;
+    // The head's input rows, contiguous: each segment's normed rows (all of them
+    // into its normed buffer when it has one, then the ones the head reads).
     const float* nw = norm_.data_ptr<float>();
-    const float* head_in = h.data();
-    if (normed_out != nullptr) {
-      for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], nw, normed_out + t * dim, dim, eps_);
-      head_in = normed_out + first * dim;
-    } else {
-      for (int64_t t = 0; t < rows; ++t) rms_norm(&x[(first + t) * dim], nw, &h[t * dim], dim, eps_);
+    std::vector<float> head_in(rows * dim);
+    int64_t r0 = 0, o = 0;
+    for (const Segment& s : segs) {
+      const int64_t first = s.last_only ? s.T - 1 : 0;
+      if (s.normed != nullptr) {
+        for (int64_t t = 0; t < s.T; ++t)
+          rms_norm(&x[(r0 + t) * dim], nw, s.normed + t * dim, dim, eps_);
+        std::memcpy(&head_in[o * dim], s.normed + first * dim, (s.T - first) * dim * sizeof(float));
+      } else {
+        for (int64_t t = first; t < s.T; ++t)
+          rms_norm(&x[(r0 + t) * dim], nw, &head_in[(o + t - first) * dim], dim, eps_);
+      }
+      r0 += s.T;
+      o += s.T - first;
     }
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
-    matmul(head_, head_in, logits.data_ptr<float>(), rows, threads_, best);
+    matmul(head_, head_in.data(), logits.data_ptr<float>(), rows, nt, best);
     return logits;
   }
 
@@ -344,10 +446,10 @@ class Model {
   // the blocking and however many rows come along, so rows stay bit-identical
   // to one-token steps.
   void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
-                 int64_t pos, int64_t Lmax, const Tree& tree) const {
+                 int64_t pos, int64_t Lmax, const Tree& tree, int threads) const {
     constexpr int64_t kRows = 16;  // rows per tile: a verify pass is one tile, a prefill several
     const int64_t G = H_ / Hkv_;
-    par(threads_, Hkv_, 1, [&](int64_t g0, int64_t g1) {
+    par(threads, Hkv_, 1, [&](int64_t g0, int64_t g1) {
       thread_local std::vector<float> sc, inv;  // reused: a prefill tile's scores are G·16·pos floats
       sc.resize(G * std::min(T, kRows) * (pos + T));
       inv.resize(G * kRows);
@@ -498,7 +600,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("forward", &Model::forward, "logits of tokens fed at pos (best: their argmax rows)",
            pybind11::arg("tokens"), pybind11::arg("kv"), pybind11::arg("pos"),
            pybind11::arg("last_only"), pybind11::arg("best") = std::nullopt,
-           pybind11::call_guard<pybind11::gil_scoped_release>())
+           pybind11::arg("threads") = 0, pybind11::call_guard<pybind11::gil_scoped_release>())
       .def_readwrite("threads", &Model::threads_, "threads of a step (default 1)")
       .def("forward_into", &Model::forward_into,
            "forward() writing the fed rows' final-normed hidden states into feats[pos:pos+T]; "
@@ -506,7 +608,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            pybind11::arg("tokens"), pybind11::arg("kv"), pybind11::arg("pos"),
            pybind11::arg("last_only"), pybind11::arg("feats"),
            pybind11::arg("parents") = std::vector<int64_t>{}, pybind11::arg("best") = std::nullopt,
-           pybind11::call_guard<pybind11::gil_scoped_release>())
+           pybind11::arg("threads") = 0, pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("forward_batch", &Model::forward_batch,
+           "several callers' rows in one pass, each segment its own cache, positions, "
+           "feats and tree; logits of every row (the last only where last_only)",
+           pybind11::arg("tokens"), pybind11::arg("kvs"), pybind11::arg("pos"),
+           pybind11::arg("counts"), pybind11::arg("last_only"), pybind11::arg("feats"),
+           pybind11::arg("parents"), pybind11::arg("best") = std::nullopt,
+           pybind11::arg("threads") = 0, pybind11::call_guard<pybind11::gil_scoped_release>())
       .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
       .def("eagle_step", &Model::eagle_step,
            "one EAGLE draft step: (output feature, the 3 likeliest rows, their probabilities)",

@@ -74,10 +74,14 @@ async def test_spoken_question_gets_a_spoken_answer(cfg: config.Config) -> None:
     assert all(v >= 0 for v in turn["latency_ms"].values())
 
 
+@pytest.mark.parametrize("batching", [False, True], ids=["alone", "batched"])
 async def test_barge_in_stops_the_reply_and_truncates_the_context(
-    cfg: config.Config, monkeypatch: pytest.MonkeyPatch
+    cfg: config.Config, monkeypatch: pytest.MonkeyPatch, batching: bool
 ) -> None:
+    """(batched: the reply's steps run in the process's LLM batch scheduler, llm.batching)"""
     from voicepipe.stages.llm import LlmStage
+
+    cfg = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=batching))
 
     built: list[LlmStage] = []
     real_build = pipelines.build

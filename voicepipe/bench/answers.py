@@ -27,7 +27,10 @@ draft is trained for SmolLM2-135M only).
 earlier run's JSON again by the set's current checks (after a check is fixed).
 
 Tools (``[tools]``) are off in this run: the refusal items ask for what an
-assistant without tools cannot do. ``--tools`` asks the set's tool items
+assistant without tools cannot do. ``--served`` asks the same items the way
+``voicepipe serve`` answers them, tools as configured (on by default, with the
+tools system prompt), leaving out the refusals the built-in tools do
+(``tool_doable``: the time, a timer). ``--tools`` asks the set's tool items
 instead (kind ``tool``: timers, the time, arithmetic) with tools on, and scores
 per tool the share of requests whose first call (the ``llm.tool`` span's
 attrs) is the right tool with the right arguments (``core.tools.judge_calls``);
@@ -68,6 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
         "--tools", action="store_true", help="ask the tool items with tools on: per-tool scores"
+    )
+    p.add_argument(
+        "--served",
+        action="store_true",
+        help="the plain items with tools as configured (as `voicepipe serve` answers), "
+        "without the refusals the built-in tools do",
     )
     p.add_argument(
         "--rescore",
@@ -262,12 +271,16 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     cfg = args.config
-    # Tools on only for the tool items: the plain set's refusals assume none.
-    cfg = dataclasses.replace(cfg, tools=dataclasses.replace(cfg.tools, enabled=args.tools))
+    # Tools on only for the tool items (the plain set's refusals assume none), or as
+    # configured with --served.
+    tools_on = args.tools or (args.served and cfg.tools.enabled)
+    cfg = dataclasses.replace(cfg, tools=dataclasses.replace(cfg.tools, enabled=tools_on))
     try:
         qset = load_set(args.set)
         cats = [c for c in args.category.split(",") if c] or None
         items = qset.select(kinds=("tool",) if args.tools else (REPLY,), categories=cats)
+        if args.served:
+            items = [i for i in items if not i.raw.get("tool_doable")]
     except (OSError, SetError, ValueError) as e:
         print(f"voicepipe bench answers: {e}", file=sys.stderr)
         return 2
@@ -293,8 +306,9 @@ def run(args: argparse.Namespace) -> int:
             "categories": sorted({i.category for i in items}),
         },
         "llm": {
-            "system_prompt": cfg.tools.system_prompt if args.tools else cfg.llm.system_prompt,
-            "tools": args.tools,
+            "system_prompt": cfg.tools.system_prompt if tools_on else cfg.llm.system_prompt,
+            "tools": tools_on,
+            "served": args.served,
             "max_new_tokens": cfg.llm.max_new_tokens,
             "temperature": cfg.llm.temperature,
         },

@@ -16,7 +16,16 @@ with preemption off and one with it on, asked the same questions alternately
 (off, on, off, on, …) so that both see the same machine load; the JSON then
 holds ``variants`` (``preempt_off``, ``preempt_on``, each a full summary) and
 ``saving_ms`` (off − on, p50/p95). ``--variant`` compares any config
-overrides the same way (e.g. ``--variant turns.preempt_after_ms=80``).
+overrides the same way (e.g. ``--variant turns.preempt_after_ms=80``), at every
+concurrency level up to ``--concurrency``: each batch of that many questions is
+asked of one variant, then of the next (e.g. ``--variant server.adaptive_threads=false
+--variant server.adaptive_threads=true --concurrency 4``).
+
+``--endpoint realtime`` asks through ``/v1/realtime`` with the official ``openai``
+SDK's realtime client instead (bench/e2e_realtime.py); ``--endpoint both`` asks each
+question through ``/ws`` and then ``/v1/realtime`` of one server and compares
+``client.voice_to_first_audio`` (last speech sample sent → first reply audio
+received, before any playout buffer) of the two (concurrency 1).
 """
 
 from __future__ import annotations
@@ -71,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=V[,KEY=V]",
         help="compare server variants (config overrides, repeat the flag), questions "
-        "alternating between them (concurrency 1)",
+        "alternating between them (at each --concurrency level)",
     )
     p.add_argument(
         "--rounds", type=int, default=1, help="with variants: ask every question N times"
@@ -88,6 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--ray-cpus", type=int, default=2, help="with --ray: CPUs of the Ray head (2 replicas)"
+    )
+    p.add_argument(
+        "--endpoint",
+        choices=("ws", "realtime", "both"),
+        default="ws",
+        help="ask through /ws (protocol v1), /v1/realtime (the openai SDK's realtime "
+        "client), or both alternately on one server, compared (concurrency 1)",
     )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
@@ -270,10 +286,12 @@ async def compare(
     rounds: int,
     log: Any,
     trace: str | None = None,
+    max_c: int = 1,
 ) -> dict[str, Any]:
     """One server per variant (config overrides on top of ``cfg``), asked the same questions
-    in turn (q1 of each variant, q2 of each, …, ``rounds`` times), so that every variant
-    sees the same machine load. The trace, if any, is the last variant's."""
+    in turn (at each concurrency level 1, 2, 4, … up to ``max_c``: the level's first
+    batch of questions of each variant, its second of each, …, ``rounds`` times), so that
+    every variant sees the same machine load. The trace, if any, is the last variant's."""
     import asyncio
     import time
     from contextlib import AsyncExitStack
@@ -284,39 +302,103 @@ async def compare(
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     names = list(variants)
+    levels = _levels(max_c)
     log(f"bench e2e: {len(texts)} spoken questions × {rounds}, variants {names}, alternating …")
     async with AsyncExitStack() as stack:
         servers = {}
         for name in names:
-            c = apply_overrides(cfg, variants[name])
+            vcfg = apply_overrides(cfg, variants[name])
             tr = trace if name == names[-1] else None
-            servers[name] = await stack.enter_async_context(serve_process(pipeline, c, trace=tr))
-        sessions: dict[str, list[dict[str, Any]]] = {m: [] for m in names}
+            servers[name] = await stack.enter_async_context(serve_process(pipeline, vcfg, trace=tr))
+        sessions: dict[str, dict[int, list[dict[str, Any]]]] = {
+            m: {c: [] for c in levels} for m in names
+        }
         cpu = dict.fromkeys(names, 0.0)
         wall = dict.fromkeys(names, 0.0)
-        for _ in range(rounds):
-            for i in range(len(clips)):
-                for name in names:
-                    srv = servers[name]
-                    cpu0, t0 = srv.cpu_s(), time.monotonic()
-                    lv = await _level(srv, cfg, clips[i : i + 1], texts[i : i + 1], 1, log)
-                    cpu[name] += srv.cpu_s() - cpu0
-                    wall[name] += time.monotonic() - t0
-                    sessions[name] += lv["sessions"]
-    audio_s = rounds * sum(len(x) for x in clips) / 16000
+        for c in levels:
+            for _ in range(rounds):
+                for i in range(0, len(clips), c):
+                    for name in names:
+                        srv = servers[name]
+                        cpu0, t0 = srv.cpu_s(), time.monotonic()
+                        lv = await _level(srv, cfg, clips[i : i + c], texts[i : i + c], c, log)
+                        cpu[name] += srv.cpu_s() - cpu0
+                        wall[name] += time.monotonic() - t0
+                        sessions[name][c] += lv["sessions"]
+    audio_s = len(levels) * rounds * sum(len(x) for x in clips) / 16000
     out: dict[str, Any] = {
         "pipeline": pipeline,
         "questions": len(texts),
         "rounds": rounds,
-        "order": "each question asked of every variant in turn",
+        "order": "each batch of questions asked of every variant in turn",
         "variants": {n: {"overrides": variants[n]} for n in names},
     }
     for name in names:
-        summary = summarize(
-            [{"concurrency": 1, "sessions": sessions[name]}], cpu[name], audio_s, wall[name]
-        )
-        out["variants"][name].update(summary)
+        lvs = [{"concurrency": c, "sessions": sessions[name][c]} for c in levels]
+        out["variants"][name].update(summarize(lvs, cpu[name], audio_s, wall[name]))
     return out
+
+
+async def endpoints(
+    cfg: Any, *, pipeline: str, n_questions: int, rounds: int, which: str, log: Any
+) -> dict[str, Any]:
+    """Each question through ``/ws`` and/or ``/v1/realtime`` of one server, in turn."""
+    import asyncio
+
+    import numpy as np
+
+    from voicepipe.audio import resample
+    from voicepipe.bench._serve import serve_process
+    from voicepipe.bench.e2e_realtime import ask, endpoint_summary
+    from voicepipe.client import VOICE_TO_FIRST_AUDIO
+
+    names = ["ws", "realtime"] if which == "both" else [which]
+    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    clips = await asyncio.to_thread(speak, texts)
+    log(f"bench e2e: {len(texts)} spoken questions × {rounds} through {' and '.join(names)} …")
+    sessions: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    async with serve_process(pipeline, cfg) as srv:
+        for _ in range(rounds):
+            for i, clip in enumerate(clips):
+                for name in names:
+                    if name == "ws":
+                        lv = await _level(srv, cfg, [clip], texts[i : i + 1], 1, log)
+                        sessions[name] += lv["sessions"]
+                        continue
+                    out = await ask(srv.port, resample(clip, 16000, 24000))
+                    out["question"] = texts[i]
+                    sessions[name].append(out)
+                    log(
+                        f"  realtime q{i}: {out['latency_ms']} "
+                        f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}"
+                    )
+    result: dict[str, Any] = {
+        "pipeline": pipeline,
+        "questions": len(texts),
+        "rounds": rounds,
+        "metric": VOICE_TO_FIRST_AUDIO,
+        "endpoints": {n: endpoint_summary(sessions[n]) for n in names},
+        "sessions": sessions,
+    }
+    if "ws" in sessions:
+        v2v = summarize([{"concurrency": 1, "sessions": sessions["ws"]}], 0.0, 1.0, 1.0)
+        result["endpoints"]["ws"]["voice_to_voice_ms"] = v2v["voice_to_voice_ms"]
+    if which == "both":
+        ws = result["endpoints"]["ws"][VOICE_TO_FIRST_AUDIO]
+        rt = result["endpoints"]["realtime"][VOICE_TO_FIRST_AUDIO]
+        result["realtime_over_ws"] = {
+            q: round(rt[q] / ws[q], 3) for q in ("p50", "p95") if q in ws and q in rt and ws[q]
+        }
+        # Each question asked through both endpoints back to back: the median of those
+        # pairs' ratios is steadier under a shared machine's load than a ratio of p50s.
+        pairs = [
+            b["latency_ms"][VOICE_TO_FIRST_AUDIO] / a["latency_ms"][VOICE_TO_FIRST_AUDIO]
+            for a, b in zip(sessions["ws"], sessions["realtime"], strict=True)
+            if VOICE_TO_FIRST_AUDIO in a["latency_ms"] and VOICE_TO_FIRST_AUDIO in b["latency_ms"]
+        ]
+        if pairs:
+            result["realtime_over_ws"]["paired_median"] = round(float(np.median(pairs)), 3)
+    return result
 
 
 async def compare_preempt(cfg: Any, **kw: Any) -> dict[str, Any]:
@@ -356,6 +438,19 @@ def run(args: argparse.Namespace) -> int:
         )
         print(json.dumps(out, indent=None if args.json else 2))
         return 0 if out["levels"] and not out["step"]["dropped"] else 1
+    if args.endpoint != "ws":
+        res = asyncio.run(
+            endpoints(
+                args.config,
+                pipeline=args.pipeline,
+                n_questions=n,
+                rounds=max(1, args.rounds),
+                which=args.endpoint,
+                log=log,
+            )
+        )
+        print(json.dumps(res, indent=None if args.json else 2))
+        return 0 if all(e["n"] for e in res["endpoints"].values()) else 1
     if args.compare_preempt or args.variant:
         kw = dict(
             pipeline=args.pipeline,
@@ -363,6 +458,7 @@ def run(args: argparse.Namespace) -> int:
             rounds=max(1, args.rounds),
             log=log,
             trace=args.trace,
+            max_c=max_c,
         )
         if args.compare_preempt:
             out = asyncio.run(compare_preempt(args.config, **kw))

@@ -413,6 +413,13 @@ class RealtimeSession:
         )
         return [S.ResponseCreated(event_id=self._eid(), response=r.resource("in_progress")), action]
 
+    def server_response(self) -> list[Out]:
+        """A response the server starts unasked (a timer's alert being spoken); nothing while
+        another response is in progress (that alert is then not heard here)."""
+        if self.response is not None:
+            return []
+        return self._start_response(None, after_item_id=None)
+
     def _cancel(self, reason: str) -> list[Out]:
         r = self.response
         assert r is not None

@@ -29,6 +29,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from voicepipe.nn.threads import BUDGET
+
 SAMPLE_RATE = 16000
 FRAMES_PER_S = 100  # mel hop 160 at 16 kHz
 FULL_FRAMES = 3000  # Whisper's native 30 s window
@@ -212,7 +214,7 @@ class WhisperAsr:
             ]
         )
         x += DITHER * np.random.default_rng(len(pcm)).standard_normal(len(x)).astype(np.float32)
-        with self._lock:
+        with self._lock, BUDGET.claim(1):  # (counted: voicepipe/nn/threads.py)
             mel = self.features(x)[:, :-1]  # (80, T); the last frame covers only padding
             frames = self._window_frames(mel.shape[-1], self.pad_s)
             max_tokens = min(220, int(TOKENS_PER_S * audio_s) + 10)

@@ -28,6 +28,7 @@ from voicepipe.nn.codec_lm_decode import (  # noqa: F401 - re-exported for calle
     plan,
 )
 from voicepipe.nn.phonemes import FrameAlign, frame_seconds
+from voicepipe.nn.threads import BUDGET
 from voicepipe.spec import rules
 from voicepipe.spec.adaptive import AdaptiveK
 from voicepipe.spec.loop import SpeculativeDecoder
@@ -245,6 +246,17 @@ class CodecLMTTS:
         pace: float = 1.0,
     ):
         """Yield float32 22,050 Hz audio chunks as soon as the vocoder has them."""
+        with BUDGET.busy():  # (voicepipe/nn/threads.py: other calls' thread counts)
+            yield from self._stream(text, tts, stats, durations, pace)
+
+    def _stream(
+        self,
+        text: str,
+        tts: TtsConfig,
+        stats: dict | None,
+        durations: list[int] | None,
+        pace: float,
+    ):
         dec = self.codec.stream_decoder()
         q = self.codec.q
         pending: list[np.ndarray] = []
@@ -253,9 +265,9 @@ class CodecLMTTS:
         gen = self.codes(text, tts, stats, durations, pace)
         while True:
             t_lm = _now()
-            torch.set_num_threads(self.lm_threads)
-            block = next(gen, None)
-            torch.set_num_threads(self.threads)
+            with BUDGET.claim(self.lm_threads) as n:  # (voicepipe/nn/threads.py)
+                torch.set_num_threads(n)
+                block = next(gen, None)
             lm_s += _now() - t_lm
             if block is None:
                 break
@@ -266,7 +278,7 @@ class CodecLMTTS:
                 # Exactly ``need`` frames per push: the vocoder then sees a few fixed
                 # input widths, and oneDNN's cached conv primitives are reused.
                 codes = np.concatenate(pending)
-                wave = dec.push(codes[:need, :q])
+                wave = self._push(dec, codes[:need, :q])
                 rest = codes[need:]
                 pending, n_pending = ([rest] if len(rest) else []), len(rest)
                 first, need = False, self.chunk_frames
@@ -275,16 +287,24 @@ class CodecLMTTS:
         if n_pending:  # the tail in power-of-two pieces, for the same reason
             codes = np.concatenate(pending)
             for size in _pieces(len(codes)):
-                wave = dec.push(codes[:size, :q])
+                wave = self._push(dec, codes[:size, :q])
                 codes = codes[size:]
                 if len(wave):
                     yield wave.numpy()
-        tail = dec.flush()
+        with BUDGET.claim(self.threads) as n:
+            torch.set_num_threads(n)
+            tail = dec.flush()
         if len(tail):
             yield tail.numpy()
         if stats is not None:
             stats["lm_s"] = lm_s
             stats["wall_s"] = _now() - t0
+
+    def _push(self, dec, codes: np.ndarray):  # noqa: ANN001, ANN202 (stream decoder, tensor)
+        """One vocoder push on the threads the process can spare (voicepipe/nn/threads.py)."""
+        with BUDGET.claim(self.threads) as n:
+            torch.set_num_threads(n)
+            return dec.push(codes)
 
     def warm_up(self) -> None:
         """Run every vocoder input width a stream uses once (first chunk, chunk, tail

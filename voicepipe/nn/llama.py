@@ -255,6 +255,7 @@ def forward(
     feats: torch.Tensor | None = None,
     parents: list[int] | None = None,
     best: torch.Tensor | None = None,
+    threads: int = 0,
 ) -> torch.Tensor:
     """Feed tokens (T,) at positions [pos, pos+T); returns fp32 logits (T, V) or (1, V).
 
@@ -270,6 +271,7 @@ def forward(
     best: an int64 tensor, one entry per logits row, receiving each row's argmax
     (the fused kernel finds it while the head runs, before the logits leave
     the cache).
+    threads: the fused kernel's threads for this call (0: the model's own setting).
     """
     T = tokens.shape[0]
     if parents is not None and (m.fused is None or feats is None):
@@ -279,9 +281,11 @@ def forward(
             raise CacheFull(f"KV cache full: {pos + T} > {cache.max_len} positions")
         t = tokens.contiguous()
         if feats is None:
-            logits = m.fused.forward(t, cache.kv, pos, last_only, best)
+            logits = m.fused.forward(t, cache.kv, pos, last_only, best, threads)
         else:  # the kernel writes the normed rows itself: no tensor, norm or copy here
-            logits = m.fused.forward_into(t, cache.kv, pos, last_only, feats, parents or [], best)
+            logits = m.fused.forward_into(
+                t, cache.kv, pos, last_only, feats, parents or [], best, threads
+            )
         cache.advance(pos + T)
         return logits
     a = m.args
@@ -332,10 +336,12 @@ def prefill(
     cache: KVCache,
     tokens: list[int] | torch.Tensor,
     feats: torch.Tensor | None = None,
+    threads: int = 0,
 ) -> torch.Tensor:
-    """Feed a prompt after whatever the cache holds; logits (V,) of its last token."""
+    """Feed a prompt after whatever the cache holds; logits (V,) of its last token
+    (threads: the fused kernel's for this pass, 0: the model's own)."""
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, last_only=True, feats=feats)[0]
+    return forward(m, cache, t, cache.length, last_only=True, feats=feats, threads=threads)[0]
 
 
 def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:

@@ -11,13 +11,13 @@ model pass per ``next``. It counts the tokens it ran and copied.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import torch
 
 from voicepipe.nn import llama
 from voicepipe.nn.prefix import Prefix, PrefixStore, store_for
+from voicepipe.nn.threads import BUDGET
 from voicepipe.spec.sampling import SamplingParams, draw, probs
 from voicepipe.spec.types import Proposal, Scores
 
@@ -80,25 +80,16 @@ class ModelTarget:
     def _run(self, tokens: list[int], start: int, end: int) -> torch.Tensor:
         """Feed tokens[start:end] after the cache's first ``start`` positions."""
         self.rollback(start)
-        with self._threads(end - start):
-            logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats)
+        # A pass of several prompt tokens is compute-bound: prefill_threads when no other
+        # model call runs (voicepipe/nn/threads.py), else one. The kernel splits by
+        # output rows and heads: the result does not depend on it.
+        want = self.prefill_threads if end - start > 1 else 1
+        with BUDGET.claim(want) as n:
+            n = n if want > 1 else 0  # (0: the model's own setting, as for a decode step)
+            logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats, n)
         self.fed = list(tokens[:end])
         self.prefilled += end - start
         return logits
-
-    @contextmanager
-    def _threads(self, rows: int) -> Iterator[None]:
-        fused = self.model.fused
-        if fused is None or rows < 2 or self.prefill_threads <= 1:
-            yield
-            return
-        # The weights are shared: another session's pass in this window runs with the
-        # same threads, which changes its speed, never its result.
-        old, fused.threads = fused.threads, self.prefill_threads
-        try:
-            yield
-        finally:
-            fused.threads = old
 
     def prefill(self, tokens: list[int]) -> np.ndarray:
         n = self._reuse(tokens)
@@ -142,7 +133,8 @@ class ModelTarget:
 
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
-        logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best)
+        with BUDGET.claim(1):  # (counted: other calls then keep to one thread)
+            logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best)
         self.fed += tokens
         return Scores(logits.numpy(), best.numpy())
 

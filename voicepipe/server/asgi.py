@@ -1,6 +1,7 @@
 """The server's ASGI application (Starlette): every endpoint on one port.
 
     /ws                    WebSocket, protocol v1 (docs/PROTOCOL.md) → server.serve_connection
+    /v1/realtime           WebSocket, the OpenAI Realtime API (docs/REALTIME.md, server/realtime.py)
     /healthz, /metrics     JSON health, Prometheus text
     /v1/models, /v1/chat/completions    OpenAI-compatible (server/openai_api.py)
     /…                     the browser page's static files (web/)
@@ -14,6 +15,7 @@ server can run it (``voicepipe serve`` runs it on uvicorn, server/app.py).
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -28,6 +30,8 @@ from starlette.websockets import WebSocket
 from voicepipe.core import protocol as P
 from voicepipe.server import openai_api, static
 from voicepipe.server.metrics import CONTENT_TYPE
+from voicepipe.server.realtime import PATH as REALTIME_PATH
+from voicepipe.server.realtime import RealtimeConnection
 from voicepipe.server.transport import AsgiWebSocket, TransportClosed
 
 if TYPE_CHECKING:
@@ -57,6 +61,11 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, text:
         await send({"type": "websocket.close", "code": P.CLOSE_BAD_ORIGIN})
 
 
+def _bearer_ok(scope: Scope, token: str) -> bool:
+    values = _header_values(scope, b"authorization")
+    return len(values) == 1 and hmac.compare_digest(values[0].strip(), f"Bearer {token}")
+
+
 class HostGuard:
     """The Origin and Host checks, before routing (see the module docstring)."""
 
@@ -83,6 +92,14 @@ class HostGuard:
             text = f"{P.CLOSE_REASONS[P.CLOSE_BAD_ORIGIN]}\n"
             await _refuse(scope, receive, send, 403, text)
             return
+        token = self.server.cfg.server.auth_token
+        if scope["type"] == "websocket" and scope["path"] == REALTIME_PATH and token:
+            # The Realtime API's clients authenticate with a header (``Authorization: Bearer
+            # <key>``), not in a first message: refused before the upgrade, as an Origin is.
+            if not _bearer_ok(scope, token):
+                log.warning("refused %s: missing or wrong bearer token", REALTIME_PATH)
+                await _refuse(scope, receive, send, 403, f"{P.CLOSE_REASONS[P.CLOSE_BAD_AUTH]}\n")
+                return
         if scope["type"] == "http" and not self.server.host_allowed(host):
             log.warning("refused HTTP request for host %r", host)
             await _refuse(scope, receive, send, 403, "unknown host\n")
@@ -100,6 +117,14 @@ def build(server: Server) -> Starlette:
         except TransportClosed:
             return
         await server.serve_connection(transport)
+
+    async def realtime_endpoint(websocket: WebSocket) -> None:
+        transport = AsgiWebSocket(websocket)
+        try:
+            await transport.accept()
+        except TransportClosed:
+            return
+        await server.serve_connection(transport, RealtimeConnection)
 
     async def healthz(request: Request) -> Response:
         body = {
@@ -119,6 +144,7 @@ def build(server: Server) -> Starlette:
 
     routes: list[Any] = [
         WebSocketRoute(static.WS_PATH, ws_endpoint),
+        WebSocketRoute(REALTIME_PATH, realtime_endpoint),
         Route("/healthz", healthz, methods=["GET", "HEAD"]),
         Route("/metrics", metrics, methods=["GET", "HEAD"]),
         *openai_api.routes(server.openai),

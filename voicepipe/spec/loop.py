@@ -21,7 +21,9 @@ together with the first drafts).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,6 +33,24 @@ from voicepipe.spec.metrics import SpecMetrics
 from voicepipe.spec.rules import Greedy, Rule, for_sampling
 from voicepipe.spec.sampling import SamplingParams
 from voicepipe.spec.types import Proposal, Proposer, Scores, Target
+
+
+class ScoreCall(NamedTuple):
+    """``steps`` needs the target's scores of these tokens (``Target.score``'s arguments)."""
+
+    tokens: list[int]
+    parents: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class PrefillCall:
+    """``steps`` needs ``Target.prefill(tokens)``'s logits."""
+
+    tokens: list[int]
+
+
+Call = ScoreCall | PrefillCall
+Step = Generator[Call | list[int], Scores | np.ndarray | None, None]
 
 
 class SpeculativeDecoder:
@@ -68,6 +88,7 @@ class SpeculativeDecoder:
         self.controller = controller
         self.clock = clock
         self.metrics = SpecMetrics()
+        self.k_cap: int | None = None  # a batch scheduler's cap on the drafts (steps)
         self._tree = bool(getattr(target, "tree", False))  # optional in the protocol
 
     def _controller(self) -> KController:
@@ -86,16 +107,44 @@ class SpeculativeDecoder:
         stop_ids: set[int] | frozenset[int] = frozenset(),
     ) -> Iterator[list[int]]:
         """Yields the tokens each step emits (a stop token ends the stream, included)."""
+        g = self.steps(prompt, max_new_tokens, stop_ids)
+        reply: Scores | np.ndarray | None = None
+        while True:
+            try:
+                item = g.send(reply)
+            except StopIteration:
+                return
+            if isinstance(item, ScoreCall):  # (a chain: targets without trees take no parents)
+                t = self.target
+                reply = t.score(item.tokens) if item.parents is None else t.score(*item)
+            elif isinstance(item, PrefillCall):
+                reply = self.target.prefill(item.tokens)
+            else:
+                reply = None
+                yield item
+
+    def steps(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        stop_ids: set[int] | frozenset[int] = frozenset(),
+    ) -> Step:
+        """``generate`` with its target passes left to the caller: yields a ``ScoreCall``
+        or ``PrefillCall`` and expects its result sent back, or a step's tokens (send
+        None). A batch scheduler runs several sessions' calls in one model pass this
+        way (voicepipe/nn/batched.py). ``k_cap``, read before each step's proposal,
+        caps that step's drafts (None: no cap)."""
         self.metrics = m = SpecMetrics()
         ctl = self._controller()
         if self.proposer is None or self.k_init <= 0:
             ctl.off_steps = 1 << 62
         clock = self.clock
-        logits = self.target.prefill(prompt)
+        logits = yield PrefillCall(list(prompt))
         seq = list(prompt)
         produced = 0
         if logits is not None:  # the first token comes from the prompt's own pass
             m.target_passes += 1
+            assert isinstance(logits, np.ndarray)
             first = self.rule.verify([], None, Scores(np.asarray(logits)[None]), self.rng)
             seq.append(first.next_token)
             produced = m.tokens = 1
@@ -107,6 +156,8 @@ class SpeculativeDecoder:
         while produced < max_new_tokens:
             t0 = clock()
             k = min(ctl.next_k(), max_new_tokens - produced - 1)
+            if self.k_cap is not None:
+                k = min(k, self.k_cap)
             prop = Proposal(tokens=[])
             if k > 0 and self.proposer is not None:
                 prop = self.proposer.propose(seq, k)
@@ -116,9 +167,11 @@ class SpeculativeDecoder:
             sibs = prop.siblings if drafts and greedy and self._tree else ()
             if sibs:  # a tree: the chain, then each sibling after the row before its alternative
                 parents = [-1, *range(len(drafts)), *(d for d, _ in sibs)]
-                scores = self.target.score([last, *drafts, *(x for _, x in sibs)], parents)
+                got = yield ScoreCall([last, *drafts, *(x for _, x in sibs)], parents)
             else:
-                scores = self.target.score([last, *drafts])
+                got = yield ScoreCall([last, *drafts])
+            assert isinstance(got, Scores)
+            scores = got
             t2 = clock()
             if sibs:
                 tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits, scores.best)

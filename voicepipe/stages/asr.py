@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 
@@ -53,6 +54,7 @@ from voicepipe.frames import (
     Frame,
     InputEnd,
     Interrupt,
+    SessionSetup,
     SpanFrame,
     SpeechEnd,
     SpeechResumed,
@@ -61,10 +63,12 @@ from voicepipe.frames import (
     TranscriptFinal,
     TranscriptPartial,
     TranscriptStable,
+    TurnControl,
 )
 from voicepipe.nn.asr import Hypothesis, WhisperAsr
 from voicepipe.nn.vad import CHUNK, SileroVad
 from voicepipe.stage import Stage, TurnCounter
+from voicepipe.stages.asr_gate import decode_gate
 
 log = logging.getLogger(__name__)
 SR = 16000  # what Silero and Whisper consume
@@ -215,8 +219,30 @@ class AsrStage(Stage):
             for turn in list(self._pending):
                 await turn.done.wait()
             await self.push(frame)
+        elif isinstance(frame, TurnControl):
+            await self._control(frame)
         else:
+            if isinstance(frame, SessionSetup) and frame.vad is not None:
+                # The endpointer reads its config on every chunk: a turn in progress goes
+                # on under the new thresholds.
+                vad = dataclasses.replace(self.cfg.vad, **frame.vad)
+                self.ep.cfg = EndpointConfig.from_vad(vad)
             await self.push(frame)
+
+    async def _control(self, frame: TurnControl) -> None:
+        """An endpoint's manual turn taking: ``commit`` ends the open turn now (its final
+        follows as usual); ``clear`` drops it (no final; ``SpeechEnd(accepted=False)``)."""
+        if frame.action == "commit":
+            await self._on_events(self.ep.flush(now_ns()))
+        elif frame.action == "clear" and self._turn is not None:
+            turn, self._turn = self._turn, None
+            self.ep = Endpointer(self.ep.cfg)  # forget the open speech run
+            self._last_end_idx = self.audio.end
+            self.stats["dropped"] += 1
+            turn.done.set()
+            end = self._media_ns(self.audio.end)
+            await self.push(SpeechEnd(turn_id=turn.id, media_ns=end, accepted=False))
+        await self.push(frame)
 
     # ------------------------------------------------------------ audio → VAD → endpoint
 
@@ -291,7 +317,11 @@ class AsrStage(Stage):
                 turn.ended, turn.end_idx = ev, at_idx
                 self._last_end_idx = at_idx
                 turn.last_speech_idx = self._idx(ev.last_speech_media_ns)
-                await self.push(SpeechEnd(turn_id=turn.id, media_ns=ev.last_speech_media_ns))
+                await self.push(
+                    SpeechEnd(
+                        turn_id=turn.id, media_ns=ev.last_speech_media_ns, accepted=ev.accepted
+                    )
+                )
                 await self.push(
                     SpanFrame(
                         turn_id=turn.id,
@@ -358,16 +388,27 @@ class AsrStage(Stage):
                 self.stats["early_hits"] += 1
                 await self._finish(turn, turn.best[1] if turn.best else None)
                 continue
-            if kind == "partial":
-                turn.partial_at = cutoff
-            pcm = self.audio.get(turn.start_idx, cutoff)
-            cut_t_ns = self._last_t_ns
-            self._decoding = True
+            gate = decode_gate() if self.cfg.asr.decode_priority else None
+            if gate is not None:  # finals before other sessions' partials (stages/asr_gate.py)
+                await gate.acquire(urgent=kind != "partial")
             try:
+                if gate is not None:
+                    again = self._next_job()  # the audio moved on while this waited
+                    if again is None or again[2] == "ready":
+                        continue  # (the loop's top handles it; the gate is released below)
+                    turn, cutoff, kind = again
+                if kind == "partial":
+                    turn.partial_at = cutoff
+                pcm = self.audio.get(turn.start_idx, cutoff)
+                cut_t_ns = self._last_t_ns
+                self._decoding = True
                 hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
             finally:
-                self._decoding = False
-                self._idle.set()
+                if gate is not None:
+                    gate.release()
+                if self._decoding:
+                    self._decoding = False
+                    self._idle.set()
             self.stats[f"{kind}_s"] += hyp.seconds
             self.decodes.append((kind, hyp.audio_s, hyp.seconds))
             self.stats["retries"] += hyp.retried

@@ -9,7 +9,9 @@ by every session in the process); a new turn only prefills what the cache
 does not already hold (the previous prompt and the reply generated to it stay
 there), a new session copies the rendered system prompt's keys and values from
 a process-wide prefix cache (``llm.prefix_cache``, voicepipe/nn/prefix.py),
-and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop.
+and what is left is prefilled ``llm.prefill_chunk`` tokens per thread hop. With
+``llm.batching`` the prompt's chunks and the decoder's steps run in the process's
+batch scheduler instead (stages/llm_batch.py): one pass for every session's rows.
 ``llm.ttft`` says where the prompt's tokens came from: ``prefilled`` (run
 through the model this turn, in ``prefill_chunks`` chunked passes plus the
 decoder's last token), ``shared`` (prefix cache), ``reused`` (session cache).
@@ -47,6 +49,7 @@ spoken as a one-chunk reply of a new turn (the ``TurnCounter`` shared with the A
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -60,17 +63,25 @@ from voicepipe.core.tools import FORCED_CALL, BadCall, CallSplitter, Speech, Too
 from voicepipe.frames import (
     Alert,
     Cancel,
+    ContextEdit,
     Frame,
     Interrupt,
     MetricsFrame,
     ReplyHeard,
+    Respond,
+    SessionSetup,
     SpeechResumed,
     SystemFrame,
     TextChunk,
+    ToolCallOut,
     TranscriptFinal,
     TranscriptStable,
 )
+from voicepipe.nn.threads import BUDGET
 from voicepipe.stage import TurnCounter
+from voicepipe.stages.llm_batch import Batcher, Steps, batcher_for
+from voicepipe.stages.llm_batch import prefill as batched_prefill
+from voicepipe.stages.llm_context import EndpointContext
 from voicepipe.stages.llm_engine import engine_for, system_prefix
 from voicepipe.stages.llm_preempt import Preempting, _Reply
 from voicepipe.stages.llm_tools import (
@@ -88,7 +99,7 @@ _DONE = object()
 _KEEP_REPLIES = 16  # turns whose reply set_heard can still find
 
 
-class LlmStage(Preempting):
+class LlmStage(EndpointContext, Preempting):
     name = "llm"
 
     def __init__(
@@ -102,7 +113,9 @@ class LlmStage(Preempting):
         if cfg.llm.system_prompt:
             self.messages.append({"role": "system", "content": cfg.llm.system_prompt})
         self.tools: Toolbox | None = None
-        self._specs: list[dict[str, Any]] | None = None
+        self._specs: list[dict[str, Any]] | None = None  # what the chat template renders
+        self._builtin_specs: list[dict[str, Any]] = []
+        self._init_context(cfg.llm.max_new_tokens)  # endpoint control (stages/llm_context.py)
         self._alerts: Alerts | None = None
         self._last_turn = 0  # the latest turn seen
         self.turns = turns  # shared with the ASR: an alert's own turn id
@@ -133,19 +146,26 @@ class LlmStage(Preempting):
         if r.remembered:
             return
         r.remembered = True
+        user = [{"role": "user", "content": r.text}] if r.text else []
+        self.messages += [*user, *r.tool_msgs]
+        if r.ends_in_call:  # the client's tool output comes next, then a reply to it
+            return
         reply = {"role": "assistant", "content": " ".join(r.spoken)}
-        self.messages += [{"role": "user", "content": r.text}, *r.tool_msgs, reply]
+        self.messages.append(reply)
         self._reply_of[r.turn] = reply
         while len(self._reply_of) > _KEEP_REPLIES:
             del self._reply_of[min(self._reply_of)]
 
     def _prompt(self, user_text: str, extra: list[dict[str, Any]] | None = None) -> list[int]:
+        """The prompt's token ids: the conversation, ``user_text`` (none when empty: a reply
+        on an endpoint's request) and ``extra`` (this reply's tool round so far)."""
         eng = self.engine
-        budget = eng.target.max_len - self.cfg.llm.max_new_tokens - 8  # type: ignore[attr-defined]
+        budget = eng.target.max_len - self.max_new_tokens - 8  # type: ignore[attr-defined]
         first_turn = 1 if self.messages and self.messages[0]["role"] == "system" else 0
         kw = {"tools": self._specs} if self._specs else {}
         while True:
-            msgs = [*self.messages, {"role": "user", "content": user_text}, *(extra or [])]
+            user = [{"role": "user", "content": user_text}] if user_text else []
+            msgs = [*self.messages, *user, *(extra or [])]
             ids = eng.tokenizer.chat_ids(msgs, **kw)  # type: ignore[attr-defined]
             if len(ids) <= budget or len(self.messages) <= first_turn:
                 return ids[-budget:]
@@ -161,15 +181,9 @@ class LlmStage(Preempting):
         """Tools on or off for this session's engine, and the system prompt to match."""
         tok = getattr(self.engine, "tokenizer", None)
         self.tools = active_tools(self.cfg, tok) if tok is not None else None
-        self._specs = self.tools.specs() if self.tools else None
-        sp = system_prompt(self.cfg, self.tools)
-        has = bool(self.messages) and self.messages[0]["role"] == "system"
-        if has and sp:
-            self.messages[0]["content"] = sp
-        elif has:
-            del self.messages[0]
-        elif sp:
-            self.messages.insert(0, {"role": "system", "content": sp})
+        self._builtin_specs = self.tools.specs() if self.tools else []
+        self._merge_specs()
+        self._set_system(system_prompt(self.cfg, self.tools))
 
     def _context(self) -> Alerts:
         if self._alerts is None or self._alerts.loop is not asyncio.get_running_loop():
@@ -225,7 +239,20 @@ class LlmStage(Preempting):
             await self.push(frame)
             await self.push(TextChunk(turn_id=frame.turn_id, text=frame.text, last=True))
             return
+        if isinstance(frame, SessionSetup):
+            self.configure(frame)
+            await self.push(frame)
+            return
+        if isinstance(frame, ContextEdit):
+            self.edit(frame)
+            return
+        if isinstance(frame, Respond):
+            with self.overrides(frame):
+                await self.reply(frame.turn_id, "", frame.t_ns)
+            return
         if isinstance(frame, TranscriptStable):  # between ASR and here only: not pushed on
+            if not self.auto_reply:
+                return  # no reply of its own: nothing to start early
             await self._apply(
                 self.preempt.on_stable(frame.turn_id, frame.text.strip()), frame.turn_id, frame
             )
@@ -234,7 +261,7 @@ class LlmStage(Preempting):
             await self._apply(self.preempt.on_resumed(frame.turn_id), frame.turn_id)
             return
         await self.push(frame)
-        if not isinstance(frame, TranscriptFinal) or not frame.text.strip():
+        if not isinstance(frame, TranscriptFinal) or not frame.text.strip() or not self.auto_reply:
             return
         text = frame.text.strip()
         d = self.preempt.on_final(frame.turn_id, text)
@@ -263,6 +290,23 @@ class LlmStage(Preempting):
         await self._generate(r)
         return " ".join(r.spoken)
 
+    async def _client_calls(self, r: _Reply, calls: list[ToolCall | BadCall], said: str) -> bool:
+        """Calls of client tools end the reply: each goes out as a ``ToolCallOut`` and the
+        conversation keeps the call message (built-in calls of the same round are dropped:
+        the model sees them again, if it still wants them, after the client's results)."""
+        names = self.client_tool_names
+        mine = [c for c in calls if isinstance(c, ToolCall) and c.name in names]
+        if not mine:
+            return False
+        r.ends_in_call = True
+        r.tool_msgs.append(
+            {"role": "assistant", "content": said, "tool_calls": [c.for_template() for c in mine]}
+        )
+        for c in mine:
+            args = json.dumps(c.arguments, ensure_ascii=False)
+            await self._emit(r, ToolCallOut(turn_id=r.turn, name=c.name, arguments=args))
+        return True
+
     async def _prefill(self, ids: list[int]) -> int:
         """Prefill what the caches lack of the prompt, ``llm.prefill_chunk`` tokens per thread
         hop, so a long prompt is many short steps: other sessions' steps get the worker
@@ -271,11 +315,20 @@ class LlmStage(Preempting):
         chunk = self.cfg.llm.prefill_chunk
         if chunk <= 0 or not hasattr(self.engine, "feed"):
             return 0
+        batcher = self._batcher()
+        if batcher is not None:
+            return await batched_prefill(batcher, self.engine, ids, chunk)
         gen = self.engine.feed(ids, chunk)  # type: ignore[attr-defined]
         n = 0
         while await asyncio.to_thread(self._step, gen) is not _DONE:
             n += 1
         return n
+
+    def _batcher(self) -> Batcher | None:
+        """The process's batch scheduler for this model (``llm.batching``), else None."""
+        if not self.cfg.llm.batching or not hasattr(getattr(self.engine, "target", None), "model"):
+            return None
+        return batcher_for(self.engine)
 
     async def _generate(self, r: _Reply) -> None:
         from voicepipe.nn.tokenizer import StreamDecoder
@@ -288,7 +341,7 @@ class LlmStage(Preempting):
         counts0 = (getattr(target, "prefilled", 0), getattr(target, "shared", 0))
         chunks = await self._prefill(ids)
         stop = eng.tokenizer.stop_ids  # type: ignore[attr-defined]
-        keep = tag_ids(eng.tokenizer) if self.tools else frozenset()  # type: ignore[attr-defined]
+        keep = tag_ids(eng.tokenizer) if self._specs else frozenset()  # type: ignore[attr-defined]
         chunker = Chunker(
             first_min_words=self.cfg.llm.first_min_words,
             first_break_words=self.cfg.llm.first_break_words,
@@ -302,18 +355,21 @@ class LlmStage(Preempting):
         forced = ""  # a call's opening, put in the model's mouth (see below)
         call_ns = 0
         dec = eng.decoder()  # type: ignore[attr-defined]
+        batcher = self._batcher()
+        steps: Steps | None = None
+        BUDGET.start_session()  # (voicepipe/nn/threads.py: other calls' thread counts)
         try:
             while True:  # one pass per tool round: the model stops after its calls
-                gen = dec.generate(ids, self.cfg.llm.max_new_tokens, stop)
+                steps = Steps(batcher, dec, ids, self.max_new_tokens, stop, self._lock)
                 stream = StreamDecoder(eng.tokenizer, keep)  # type: ignore[attr-defined]
-                split = CallSplitter() if self.tools else None  # calls never reach speech
+                split = CallSplitter() if self._specs else None  # calls never reach speech
                 said: list[str] = []  # this pass's text, spoken or not yet
                 calls: list[ToolCall | BadCall] = []
                 if split is not None and forced:
                     split.push(forced)
                 while True:
-                    step = await asyncio.to_thread(self._step, gen)
-                    if step is _DONE:
+                    step = await steps.next()
+                    if step is None:
                         break
                     t = now_ns()
                     assert isinstance(step, list)
@@ -347,6 +403,8 @@ class LlmStage(Preempting):
                     await self._say(r, chunker, events, said, calls)
                 if split is not None:
                     await self._say(r, chunker, split.flush(), said, calls)
+                if await self._client_calls(r, calls, "".join(said).strip()):
+                    break  # the client runs them: this reply ends with its calls
                 if not calls or rounds >= self.cfg.tools.max_rounds:
                     break  # (past max_rounds further calls are dropped: the reply ends)
                 if not forced and all(isinstance(c, BadCall) and not c.raw for c in calls):
@@ -365,8 +423,8 @@ class LlmStage(Preempting):
                 rnd.errors = [c.error for c in calls if isinstance(c, BadCall)]
                 if r.tentative:  # no side effects before the final transcript agrees
                     await r.committed.wait()
-                assert self.tools is not None
-                await run_round(self.tools, rnd, self._context(), self.cfg.tools.timeout_s)
+                box = self.tools or Toolbox()  # (only client tools: a call to no tool)
+                await run_round(box, rnd, self._context(), self.cfg.tools.timeout_s)
                 r.tool_msgs += rnd.messages("".join(said).strip())
                 ids = self._prompt(r.text, r.tool_msgs)
                 dec = eng.decoder()  # type: ignore[attr-defined]
@@ -377,6 +435,9 @@ class LlmStage(Preempting):
                 spoken.append(rest)
             await self._emit(r, TextChunk(turn_id=turn, text=rest or "", last=True))
         finally:
+            BUDGET.end_session()
+            if steps is not None:
+                steps.close()  # (batched: leaves the batch before the next step)
             # Interrupted or not, the conversation remembers only what reached the TTS; a
             # tentative reply not (yet) committed is remembered by _commit, or never.
             if not r.tentative and not r.cancelled:

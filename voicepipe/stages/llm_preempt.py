@@ -54,6 +54,7 @@ class _Reply:
     ahead_ms: float = 0.0  # kept: how long before the final transcript it started
     first_tok_ns: int = 0
     tool_msgs: list[dict[str, Any]] = field(default_factory=list)  # calls and results
+    ends_in_call: bool = False  # stopped at calls of tools the client runs
     committed: asyncio.Event = field(default_factory=asyncio.Event)  # tentative → kept
 
     @property

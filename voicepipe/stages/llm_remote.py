@@ -110,13 +110,14 @@ class RemoteLlmStage(LlmStage):
         c = self.cfg.llm
         while True:
             try:
-                messages: Any = [*self.messages, {"role": "user", "content": user_text}]
+                user = [{"role": "user", "content": user_text}] if user_text else []
+                messages: Any = [*self.messages, *user]
                 return await self.client.chat.completions.create(
                     model=c.model,
                     messages=messages,
                     stream=True,
                     stream_options={"include_usage": True},
-                    max_tokens=c.max_new_tokens,
+                    max_tokens=self.max_new_tokens,
                     temperature=c.temperature,
                     top_p=c.top_p,
                     seed=c.seed,

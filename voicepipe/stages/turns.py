@@ -11,14 +11,20 @@ interrupt is harmless when nothing older is in flight.
 
 from __future__ import annotations
 
-from voicepipe.frames import Frame, Interrupt, SpeechStart
+from voicepipe.frames import Frame, Interrupt, SessionSetup, SpeechStart
 from voicepipe.stage import Stage
 
 
 class BargeIn(Stage):
     name = "turns"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.enabled = True  # off: the endpoint decides (Realtime interrupt_response=false)
+
     async def process(self, frame: Frame) -> None:
-        if isinstance(frame, SpeechStart) and frame.turn_id > 0:
+        if isinstance(frame, SessionSetup) and frame.barge_in is not None:
+            self.enabled = frame.barge_in
+        if self.enabled and isinstance(frame, SpeechStart) and frame.turn_id > 0:
             await self.push(Interrupt(turn_id=frame.turn_id, reason="barge-in"))
         await self.push(frame)

@@ -1,0 +1,122 @@
+"""Batched decoding across sessions (``llm.batching``) with the real fast-profile model:
+the fused kernel's batched pass, greedy output identical to a session decoded alone,
+and a barge-in cancelling one session's reply inside a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+import torch
+
+from tests.profile import fast
+from voicepipe.config import Config
+from voicepipe.frames import Frame, Interrupt, TextChunk, TextDelta, TranscriptFinal
+from voicepipe.stages.llm import LlmStage, engine_for
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "Tell me a fun fact about the moon.",
+    "How do I make a cup of tea?",
+)
+
+
+@pytest.fixture(scope="module")
+def cfg() -> Config:
+    c = fast()
+    return dataclasses.replace(c, llm=dataclasses.replace(c.llm, max_new_tokens=48))
+
+
+@pytest.fixture(scope="module")
+def engine(cfg):
+    return engine_for(cfg)
+
+
+def _batched(cfg: Config) -> Config:
+    return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=True))
+
+
+def test_forward_batch_rows_equal_each_callers_own_pass(engine) -> None:
+    """Three caches at different positions in one kernel call: each segment's logits and
+    cache rows are bit-identical to its own pass."""
+    from voicepipe.nn.batched import Pass, score_batch
+
+    model = engine.target.model
+    if model.fused is None:
+        pytest.skip("no fused kernel here")
+    prompts = [engine.tokenizer.chat_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
+    alone, batched = [engine.fork() for _ in prompts], [engine.fork() for _ in prompts]
+    for a, b, p in zip(alone, batched, prompts, strict=True):
+        a.target.prefill(p)
+        b.target.prefill(p)
+    rows = [[11, 22, 33], [44], [55, 66]]  # a verify pass of 2, 0 and 1 drafts
+    want = [e.target.score(r) for e, r in zip(alone, rows, strict=True)]
+    got = score_batch(model, [Pass(e.target, r) for e, r in zip(batched, rows, strict=True)])
+    for w, g, a, b in zip(want, got, alone, batched, strict=True):
+        assert (w.logits == g.logits).all() and (w.best == g.best).all()
+        assert a.target.fed == b.target.fed and a.target.length == b.target.length
+        assert torch.equal(a.target.cache.kv, b.target.cache.kv)
+        if a.target.feats is not None:
+            assert torch.equal(a.target.feats, b.target.feats)
+
+
+async def _reply(stage: LlmStage, text: str, turn: int = 1) -> str:
+    got: list[Frame] = []
+
+    async def sink(f: Frame) -> None:
+        got.append(f)
+
+    stage.push = sink
+    await stage.reply(turn, text)
+    return "".join(f.text for f in got if isinstance(f, TextDelta))
+
+
+async def test_batched_greedy_replies_equal_each_session_alone(cfg, engine) -> None:
+    from voicepipe.stages.llm_batch import batcher_for
+
+    alone = [await _reply(LlmStage(cfg, engine.fork()), q) for q in QUESTIONS]
+    b = batcher_for(engine)
+    steps0, rows0 = b.steps, b.rows
+    stages = [LlmStage(_batched(cfg), engine.fork()) for _ in QUESTIONS]
+    together = await asyncio.gather(*(_reply(s, q) for s, q in zip(stages, QUESTIONS, strict=True)))
+    assert together == alone and all(alone)
+    # The replies shared passes: more rows than passes, and passes of several sessions.
+    assert b.steps > steps0 and b.rows - rows0 > b.steps - steps0
+    assert b.max_batch >= 2
+
+
+async def test_barge_in_cancels_one_session_inside_a_batch(cfg, engine) -> None:
+    long_q = "Write a long story about a dragon who learns to bake bread."
+    other_q = QUESTIONS[1]
+    ref = await _reply(LlmStage(cfg, engine.fork()), other_q)
+
+    cut = LlmStage(_batched(cfg), engine.fork())
+    other = LlmStage(_batched(cfg), engine.fork())
+    got: list[Frame] = []
+    first = asyncio.Event()
+
+    async def sink(f: Frame) -> None:
+        got.append(f)
+        if isinstance(f, TextDelta):
+            first.set()
+
+    cut.push = sink
+    task = asyncio.create_task(cut.run())
+    await cut.put(TranscriptFinal(turn_id=1, text=long_q))
+    other_reply = asyncio.create_task(_reply(other, other_q))
+    await asyncio.wait_for(first.wait(), 300)
+    await cut.put(Interrupt(turn_id=2))
+    await asyncio.sleep(0.5)  # steps the other session decodes meanwhile
+    assert await asyncio.wait_for(other_reply, 300) == ref  # the other reply is untouched
+    i = next(i for i, f in enumerate(got) if isinstance(f, Interrupt))
+    after = got[i + 1 :]
+    assert not any(isinstance(f, (TextDelta, TextChunk)) and f.turn_id == 1 for f in after)
+    assert not any(isinstance(f, TextChunk) and f.last for f in got)  # never finished
+    from voicepipe.frames import End
+
+    await cut.put(End())
+    await asyncio.wait_for(task, 60)
+    # The cancelled session can talk again, batched, and its reply is whole.
+    again = await _reply(cut, other_q, turn=3)
+    assert again
