@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# torch first: the CPU wheel on disk; anything installed later that wants torch is then satisfied
 	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,local]'
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,local,ray]'
 	@# EnCodec backend's model code: --no-deps, its declared deps would pull torchaudio (+ CUDA torch)
 	@$(BIN)/pip install -q --disable-pip-version-check --no-deps einops encodec==0.1.1
 	@touch $(STAMP)

@@ -182,6 +182,12 @@ def make_playout(name: str, cfg: Config, sample_rate: int) -> Playout:
 
 # ---------------------------------------------------------------- one session
 
+# Closes after which a new connection may find a healthy server: the server or replica
+# went away (1001 draining, 1012 replica lost: docs/PROTOCOL.md), or the connection dropped
+# with no close frame at all (1006).
+RECONNECT_CODES = frozenset({P.CLOSE_GOING_AWAY, 1006, P.CLOSE_REPLICA_LOST})
+RECONNECT_BACKOFF_S = 0.5  # times the number of reconnects so far
+
 
 @dataclass
 class TurnResult:
@@ -217,6 +223,9 @@ class SessionResult:
     input_audio_s: float = 0.0
     first_send_ns: int | None = None
     first_play_ns: int | None = None
+    # Sessions lost before this one (``ClientSession.reconnect``): session_id, close_code,
+    # close_reason, at_ns (when the client saw the close).
+    reconnects: list[dict[str, Any]] = field(default_factory=list)
 
     def turn(self, t: int) -> TurnResult:
         return self.turns.setdefault(t, TurnResult(t))
@@ -262,6 +271,7 @@ class SessionResult:
             "close_code": self.close_code,
             "close_reason": self.close_reason,
             "error": self.error,
+            "reconnects": [{k: v for k, v in r.items() if k != "at_ns"} for r in self.reconnects],
         }
 
 
@@ -285,6 +295,7 @@ class ClientSession:
         origin: str | None = None,
         barge_in: np.ndarray | None = None,
         barge_in_after_s: float = 1.0,
+        reconnect: int = 0,
     ) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
@@ -305,10 +316,40 @@ class ClientSession:
             else np.concatenate([np.asarray(barge_in, np.float32).reshape(-1), tail])
         )
         self.barge_in_after_s = barge_in_after_s
+        self.reconnect = reconnect
         self._received_all = asyncio.Event()
         self.rules = ClientRules()  # what the server may send when (core/session_rules.py)
 
     async def run(self) -> SessionResult:
+        """The session; when it is lost before ``done`` (its server or replica went away:
+        ``RECONNECT_CODES``), a new one on a new connection, at most ``reconnect`` times.
+        The new session starts the input again (the lost one's conversation went with its
+        server); ``res.reconnects`` says what was lost, ``res`` the session that ended."""
+        while True:
+            await self._connect()
+            res = self.res
+            lost = not res.done and res.close_code in RECONNECT_CODES
+            if not lost or len(res.reconnects) >= self.reconnect:
+                break
+            self._reset()
+            await asyncio.sleep(RECONNECT_BACKOFF_S * len(self.res.reconnects))
+        if not res.error and not res.done:
+            res.error = f"closed before done: {res.close_code} {res.close_reason}".strip()
+        self._finish()
+        return res
+
+    def _reset(self) -> None:
+        """A fresh result and playout for the next connection; the lost one is recorded."""
+        old = self.res
+        lost = {"session_id": old.session_id, "close_code": old.close_code}
+        lost |= {"close_reason": old.close_reason, "at_ns": now_ns()}
+        self.res = SessionResult(index=old.index, input_audio_s=old.input_audio_s)
+        self.res.reconnects = [*old.reconnects, lost]
+        self.playout = None
+        self.rules = ClientRules()
+        self._received_all = asyncio.Event()
+
+    async def _connect(self) -> None:
         res = self.res
         origin = Origin(self.origin) if self.origin else None
         try:
@@ -332,10 +373,6 @@ class ClientSession:
             res.error = res.error or f"{type(e).__name__}: {e}"
         except P.ProtocolError as e:
             res.error = f"protocol error from server: {e.reason}"
-        if not res.error and not res.done:
-            res.error = f"closed before done: {res.close_code} {res.close_reason}".strip()
-        self._finish()
-        return res
 
     async def _session(self, ws: Any) -> None:
         hello = P.Hello(

@@ -225,6 +225,33 @@ class TraceConfig:
 
 
 @dataclass(frozen=True)
+class RayConfig:
+    # `voicepipe serve --ray` (server/ray_serve.py, docs/DEPLOY.md): the pipeline as Ray Serve
+    # replicas behind Serve's proxy on server.host:server.port.
+    address: str = ""  # a running cluster ("127.0.0.1:6379", "auto"); empty: start one here
+    min_replicas: int = 1
+    max_replicas: int = 2
+    # The autoscaler's target of open sessions per replica (Serve's target_ongoing_requests:
+    # a WebSocket session is one ongoing request for as long as it is open).
+    target_sessions_per_replica: int = 4
+    upscale_delay_s: float = 5.0  # load above target this long before a replica is added
+    downscale_delay_s: float = 30.0  # load below target this long before one leaves
+    # A leaving replica (scale-down) takes no new sessions; its own may go on this long,
+    # then they finish the reply in flight (server.drain_timeout_s at most) and close 1001.
+    leave_timeout_s: float = 300.0
+    replica_cpus: float = 1.0  # CPUs Ray reserves per replica (its models' threads)
+    # What carries client connections to the replicas. haproxy: Serve's HAProxy ingress,
+    # replicas serving their own port behind it (a WebSocket is a plain TCP tunnel once
+    # open); proxy: Serve's Python HTTP proxy, which relays every message over Ray (adds
+    # latency: docs/BENCHMARKS.md), but closes a dead replica's sessions with 1012.
+    ingress: str = "haproxy"
+    # HeadOnly: one proxy, on the head (one address for clients); EveryNode: one per node
+    # (put a TCP/WebSocket load balancer in front).
+    proxy_location: str = "HeadOnly"
+    num_cpus: int = 0  # CPUs of the head started here when address is empty; 0: all
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     audio: AudioConfig = field(default_factory=AudioConfig)
@@ -238,6 +265,7 @@ class Config:
     output: OutputConfig = field(default_factory=OutputConfig)
     jitter: JitterConfig = field(default_factory=JitterConfig)
     trace: TraceConfig = field(default_factory=TraceConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
 
 
 DEFAULT_TOML = Path(__file__).resolve().parent.parent / "configs" / "default.toml"

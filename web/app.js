@@ -16,7 +16,13 @@ const state = window.voicepipe = {
 
 let ws = null, ctx = null, capture = null, playback = null, stream = null;
 let sendSeq = 0, captureStartCtxFrame = null, currentReply = null;
-const reported = {}; // turn → "started" | "done"
+let reported = {}; // turn → "started" | "done"
+// A session lost before it was done (server or replica gone: docs/PROTOCOL.md) starts
+// again on a new connection, a few times; a hang-up never does.
+const RECONNECT_CODES = [1001, 1006, 1012];
+const MAX_RECONNECTS = 3;
+let reconnects = 0, hungUp = false;
+state.reconnects = []; // {sessionId, code, reason} of each lost session
 
 function setStatus(s) { state.status = s; $('status').textContent = s; }
 
@@ -46,6 +52,8 @@ function send(obj) { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.st
 
 async function start() {
   $('start').disabled = true;
+  hungUp = false;
+  sendSeq = 0; captureStartCtxFrame = null; currentReply = null; reported = {};
   setStatus('asking for the microphone…');
   try {
     stream = await navigator.mediaDevices.getUserMedia({
@@ -68,8 +76,20 @@ async function start() {
   ws.onmessage = (e) => onMessage(e.data);
   ws.onclose = (e) => {
     state.closed = { code: e.code, reason: e.reason };
-    setStatus(`closed ${e.code}${e.reason ? ': ' + e.reason : ''}`);
+    const why = `closed ${e.code}${e.reason ? ': ' + e.reason : ''}`;
     teardown();
+    const lost = state.sessionId !== null && RECONNECT_CODES.includes(e.code);
+    if (lost && !hungUp && reconnects < MAX_RECONNECTS) {
+      reconnects++;
+      state.reconnects.push({ sessionId: state.sessionId, code: e.code, reason: e.reason });
+      state.sessionId = null;
+      if (ctx) ctx.close();
+      ctx = null; playback = null;
+      setStatus(`${why}: reconnecting…`);
+      setTimeout(start, 500 * reconnects);
+      return;
+    }
+    setStatus(why);
   };
   ws.onerror = () => setStatus('connection error');
 }
@@ -78,6 +98,7 @@ function tokenFromUrl() { return new URLSearchParams(location.search).get('token
 
 function onHelloAck(m) {
   state.sessionId = m.session_id;
+  reconnects = 0;
   if (m.output_sample_rate !== ctx.sampleRate) {
     fail(`server sends ${m.output_sample_rate} Hz, this page plays ${ctx.sampleRate} Hz`);
     return;
@@ -258,6 +279,7 @@ function stopReply() {
 }
 
 function hangup() {
+  hungUp = true;
   send({ type: 'end' });
   setStatus('finishing…');
 }

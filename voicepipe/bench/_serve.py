@@ -54,8 +54,13 @@ async def serve_process(
     *,
     trace: str | None = None,
     start_timeout_s: float = 300.0,
+    port: int = 0,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    stop_timeout_s: float = 10.0,
 ) -> AsyncIterator[ServeProcess]:
-    """``async with serve_process("assistant", cfg) as srv: …`` on 127.0.0.1, a free port."""
+    """``async with serve_process("assistant", cfg) as srv: …`` on 127.0.0.1, a free port
+    (or ``port``; ``extra_args`` such as ``--ray``, in ``env`` instead of this one's)."""
     cfg_file = None
     args = [
         sys.executable,
@@ -67,7 +72,8 @@ async def serve_process(
         "--host",
         "127.0.0.1",
         "--port",
-        "0",
+        str(port),
+        *extra_args,
     ]
     if trace:
         args += ["--trace", trace]
@@ -80,7 +86,7 @@ async def serve_process(
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"},
     )
     try:
         assert proc.stdout is not None
@@ -94,7 +100,7 @@ async def serve_process(
         if proc.returncode is None:
             proc.terminate()
             try:
-                await asyncio.wait_for(proc.wait(), 10)
+                await asyncio.wait_for(proc.wait(), stop_timeout_s)
             except asyncio.TimeoutError:
                 proc.kill()
                 await proc.wait()

@@ -86,6 +86,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rounds", type=int, default=1, help="with variants: ask every question N times"
     )
     p.add_argument(
+        "--ray",
+        action="store_true",
+        help="through Ray Serve's proxy (serve --ray on a one-box Ray cluster) against direct "
+        "serve, same run; then a step of 2 x --concurrency sessions: the autoscaler's reaction "
+        "(voicepipe/bench/e2e_ray.py)",
+    )
+    p.add_argument(
+        "--hold", type=float, default=60.0, help="with --ray: seconds each step session stays open"
+    )
+    p.add_argument(
+        "--ray-cpus", type=int, default=2, help="with --ray: CPUs of the Ray head (2 replicas)"
+    )
+    p.add_argument(
         "--endpoint",
         choices=("ws", "realtime", "both"),
         default="ws",
@@ -409,6 +422,22 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
+    if args.ray:
+        from voicepipe.bench import e2e_ray
+
+        out = asyncio.run(
+            e2e_ray.bench(
+                args.config,
+                pipeline=args.pipeline,
+                n_questions=n,
+                max_c=max(1, args.concurrency),
+                hold_s=args.hold,
+                ray_cpus=args.ray_cpus,
+                log=log,
+            )
+        )
+        print(json.dumps(out, indent=None if args.json else 2))
+        return 0 if out["levels"] and not out["step"]["dropped"] else 1
     if args.endpoint != "ws":
         res = asyncio.run(
             endpoints(

@@ -74,6 +74,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=60.0,
         help="seconds to wait for replies after the input was sent",
     )
+    p.add_argument(
+        "--reconnect",
+        type=int,
+        default=3,
+        metavar="N",
+        help="a session lost before it was done (server or replica gone: close 1001, 1006 "
+        "or 1012) starts again on a new connection, at most N times (default 3; 0: never)",
+    )
     p.set_defaults(func=run)
 
 
@@ -117,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             barge_in=barge,
             barge_in_after_s=args.barge_in_after,
+            reconnect=args.reconnect,
         )
     )
     for r in results:

@@ -42,23 +42,71 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="write spans after each session and at shutdown: .json = Chrome trace, else JSONL",
     )
+    p.add_argument(
+        "--ray",
+        action="store_true",
+        help="run the pipeline as Ray Serve replicas behind Serve's proxy on HOST:PORT, "
+        "autoscaled between ray.min_replicas and ray.max_replicas ([ray] in the config; "
+        "docs/DEPLOY.md)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from voicepipe.config import ConfigError
     from voicepipe.pipelines import PipelineError
     from voicepipe.tools import ToolError
 
     try:
-        return asyncio.run(_serve(args))
+        return asyncio.run(_serve_ray(args) if args.ray else _serve(args))
     except (PipelineError, ToolError) as e:
         print(f"voicepipe serve: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"voicepipe serve: cannot listen: {e}", file=sys.stderr)
         return 1
+    except ConfigError as e:
+        print(f"voicepipe serve: {e}", file=sys.stderr)
+        return 2
+
+
+async def _serve_ray(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+    import signal
+
+    from voicepipe import pipelines
+    from voicepipe.server import ray_proxy
+
+    cfg = args.config
+    # Serve reads its switches when it is imported, in this process too.
+    os.environ.update(ray_proxy.serve_env(cfg.ray))
+    from voicepipe.server import ray_serve
+
+    pipeline = args.pipeline or cfg.server.pipeline
+    pipelines.load(pipeline)  # a bad name fails here, not in every replica
+    host = args.host if args.host is not None else cfg.server.host
+    port = args.port if args.port is not None else cfg.server.port
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    where = cfg.ray.address or "a Ray head started here"
+    print(f"voicepipe: starting pipeline {pipeline} on Ray Serve ({where}) …",
+          file=sys.stderr, flush=True)  # fmt: skip
+
+    def ready() -> None:
+        print(
+            f"voicepipe: serving http://{host}:{port}/  (WebSocket ws://{host}:{port}/ws, "
+            f"pipeline {pipeline}, Ray Serve, {cfg.ray.min_replicas}-{cfg.ray.max_replicas} "
+            "replicas)",
+            flush=True,
+        )
+
+    await ray_serve.run(cfg, pipeline, host, port, stop, ready=ready)
+    return 0
 
 
 async def _serve(args: argparse.Namespace) -> int:

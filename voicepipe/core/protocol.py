@@ -36,6 +36,7 @@ CLOSE_INVALID_DATA = 1007  # a text frame that is not UTF-8 (sent by the WebSock
 CLOSE_POLICY = 1008  # evicted from the pending pool, or the client stopped reading
 CLOSE_MESSAGE_TOO_BIG = 1009  # a message above the server's max_message_bytes
 CLOSE_INTERNAL_ERROR = 1011  # a pipeline stage failed; an "error" message precedes it
+CLOSE_REPLICA_LOST = 1012  # Ray Serve: the replica holding the session died (reconnect)
 CLOSE_TOO_MANY_SESSIONS = 1013  # "try again later": max_sessions reached
 CLOSE_BAD_AUTH = 4001  # the hello lacked the configured token, or it was wrong
 CLOSE_BAD_ORIGIN = 4003  # Origin not allowed (normally refused with HTTP 403 already)
@@ -50,6 +51,7 @@ CLOSE_REASONS: dict[int, str] = {
     CLOSE_POLICY: "policy violation",
     CLOSE_MESSAGE_TOO_BIG: "message too big",
     CLOSE_INTERNAL_ERROR: "pipeline error",
+    CLOSE_REPLICA_LOST: "replica lost",
     CLOSE_TOO_MANY_SESSIONS: "too many sessions",
     CLOSE_BAD_AUTH: "bad auth token",
     CLOSE_BAD_ORIGIN: "origin not allowed",

@@ -51,8 +51,10 @@ class Server:
         host: str | None = None,
         port: int | None = None,
         trace: str | Path | None = None,
+        session_prefix: str = "",
     ) -> None:
         self.cfg = cfg
+        self.session_prefix = session_prefix  # e.g. "<replica>-" under Ray Serve
         self.pipeline_name = pipeline or cfg.server.pipeline
         pipelines.load(self.pipeline_name)  # fail fast on a bad name, before binding
         self.host = host if host is not None else cfg.server.host

@@ -132,6 +132,8 @@ def build(server: Server) -> Starlette:
             "pending": server.admission.pending,
             "pipeline": server.pipeline_name,
         }
+        if server.session_prefix:  # a Ray Serve replica: which one answered
+            body["replica"] = server.session_prefix.rstrip("-")
         return static.response(200, json.dumps(body).encode(), "application/json")
 
     async def metrics(request: Request) -> Response:

@@ -66,7 +66,8 @@ class Session:
         self.ws = ws
         self.ticket = ticket
         self.admitted = False  # its hello was accepted: it holds a session slot
-        self.id = uuid.uuid4().hex[:12]
+        # A replica of a cluster prefixes its own name: which replica a session lives on.
+        self.id = server.session_prefix + uuid.uuid4().hex[:12]
         self.start_ns = now_ns()
         c = self.cfg.server
         # Hello first and once, message order, deadlines: core/session_rules.py.
