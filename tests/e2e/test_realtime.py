@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
 import pytest
 from openai import AsyncOpenAI
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.profile import FAST_TOML, fast
 from voicepipe import config
@@ -218,5 +219,26 @@ async def test_the_bearer_token_is_required_when_configured() -> None:
         assert refused.value.response.status_code == 403
         async with client(s, "s3cret").realtime.connect(model="voicepipe") as conn:
             assert (await conn.recv()).type == "session.created"
+    finally:
+        await s.close()
+
+
+@pytest.mark.timeout(120)
+async def test_a_full_server_refuses_with_an_error_event_and_1013() -> None:
+    from websockets.asyncio.client import connect
+
+    cfg = config.load(FAST_TOML, ["server.max_sessions=1"])
+    s = Server(cfg, pipeline="loopback", port=0)
+    await s.start()
+    url = f"ws://127.0.0.1:{s.port}/v1/realtime"
+    try:
+        async with connect(url, proxy=None) as first:
+            assert json.loads(await first.recv())["type"] == "session.created"
+            async with connect(url, proxy=None) as second:
+                err = json.loads(await second.recv())
+                assert err["type"] == "error" and err["error"]["code"] == "too_many_sessions"
+                with pytest.raises(ConnectionClosed):
+                    await second.recv()
+                assert second.close_code == 1013
     finally:
         await s.close()

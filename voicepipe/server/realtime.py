@@ -64,8 +64,7 @@ from voicepipe.frames import (
     TurnControl,
 )
 from voicepipe.pipeline import Pipeline
-from voicepipe.server.session import Session, SlowClient
-from voicepipe.server.transport import TransportClosed
+from voicepipe.server.session import Session
 from voicepipe.stage import TurnCounter
 from voicepipe.stages.output import AudioOut, ReplyFinished
 
@@ -98,32 +97,25 @@ class RealtimeConnection(Session):
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def run(self) -> None:
-        try:
-            refusal = self.server.admit(self)
-            if refusal is not None:
-                retry = self.cfg.server.retry_after_s
-                err = R.RealtimeError(
-                    "too_many_sessions", f"{refusal.value}; retry in {retry:g} s",
-                    type="server_error",
-                )  # fmt: skip
-                await self._send(R.encode_server_event(S.ErrorEvent(event_id="event_0", error=err)))
-                raise P.ProtocolError(refusal.value, P.CLOSE_TOO_MANY_SESSIONS)
-            self.admitted = True
-            await self._serve()
-        except P.ProtocolError as e:
-            self._set_close(e.code, f"{P.CLOSE_REASONS.get(e.code, 'error')}: {e.reason}")
-        except SlowClient:
-            self._set_close(P.CLOSE_POLICY, "policy violation: client not reading")
-        except TransportClosed:
-            pass
-        except Exception:  # a bug of ours: this session ends with 1011, never 1000
-            log.exception("realtime session %s failed", self.id)
-            self._set_close(P.CLOSE_INTERNAL_ERROR, "pipeline error: internal error")
-        finally:
-            if self.pipeline is not None:
-                await self.pipeline.stop(timeout=1.0)
-            await self._close_socket()
+    async def _converse(self) -> None:
+        """No hello: admitted (or refused) as the connection opens, then the session."""
+        refusal = self.server.admit(self)
+        if refusal is not None:
+            retry = self.cfg.server.retry_after_s
+            text = f"{refusal.value}; retry in {retry:g} s"
+            await self._error("too_many_sessions", text)
+            raise P.ProtocolError(refusal.value, P.CLOSE_TOO_MANY_SESSIONS)
+        self.admitted = True
+        await self._serve()
+
+    async def _report_internal(self, e: Exception) -> None:
+        await self._error("internal_error", repr(e)[:300])
+
+    async def _error(self, code: str, message: str) -> None:
+        """An ``error`` event sent now (the session is about to close)."""
+        err = R.RealtimeError(code, message, type="server_error")
+        event = S.ErrorEvent(event_id=self.rt.ids.new("event"), error=err)
+        await self._send(R.encode_server_event(event))
 
     async def _serve(self) -> None:
         cfg = self.cfg

@@ -115,10 +115,10 @@ class Session:
             self.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
     async def run(self) -> None:
+        """The connection from its first message to its close: ``_converse`` speaks the
+        endpoint's protocol; every way it can end maps to a close code here."""
         try:
-            hello = await self._race_ended(self._hello())
-            if hello is not None:
-                await self._run(hello)
+            await self._converse()
         except P.ProtocolError as e:
             self._set_close(e.code, f"{P.CLOSE_REASONS.get(e.code, 'error')}: {e.reason}")
         except SlowClient:
@@ -129,13 +129,21 @@ class Session:
             log.exception("session %s failed", self.id)
             self._set_close(P.CLOSE_INTERNAL_ERROR, "pipeline error: internal error")
             with contextlib.suppress(Exception):
-                await self._send_msg(
-                    P.Error(code="internal_error", message=repr(e)[:300], fatal=True)
-                )
+                await self._report_internal(e)
         finally:
             if self.pipeline is not None:
                 await self.pipeline.stop(timeout=1.0)
             await self._close_socket()
+
+    async def _converse(self) -> None:
+        """Protocol v1: the hello (admission), then the session."""
+        hello = await self._race_ended(self._hello())
+        if hello is not None:
+            await self._run(hello)
+
+    async def _report_internal(self, e: Exception) -> None:
+        """Tell the client of a failure of ours before the 1011 close."""
+        await self._send_msg(P.Error(code="internal_error", message=repr(e)[:300], fatal=True))
 
     async def _close_socket(self) -> None:
         reason = P.ProtocolError(self.close_reason).close_reason
