@@ -131,6 +131,9 @@ class LlmConfig:
     # Threads of a prompt pass on the fused kernel (decode keeps one): the prompt is
     # prefilled while speech synthesis waits for the reply, so the second core is free.
     prefill_threads: int = 2
+    # Threads of a decode pass on the fused kernel while no other model call runs (the
+    # first clause, before the TTS starts); one whenever another call is in flight.
+    decode_threads: int = 1
     # One model pass for every session's decode step: the process's batch scheduler
     # (stages/llm_batch.py, core/batching.py) instead of each session's own passes.
     batching: bool = False

@@ -161,3 +161,25 @@ def test_prompt_passes_on_two_threads_are_bit_identical(engine) -> None:  # noqa
         out.append((logits, t.cache.kv[:, :, :, : len(ids)].clone()))
     assert (out[0][0] == out[1][0]).all()
     assert torch.equal(out[0][1], out[1][1])
+
+
+def test_decode_passes_on_two_threads_are_bit_identical(engine) -> None:  # noqa: ANN001
+    # llm.decode_threads: a verify pass run alone may take both cores; its logits, argmax
+    # rows and keys/values must not depend on the thread count (greedy stays identical).
+    from voicepipe.nn.target import ModelTarget
+    from voicepipe.nn.threads import BUDGET
+
+    fused = engine.model.fused
+    ids = engine.tokenizer.chat_ids([{"role": "user", "content": QUESTIONS[0]}])
+    rows = engine.tokenizer.encode(" Boil the water first.", add_bos=False)
+    out = []
+    for threads in (1, 2):
+        t = ModelTarget(engine.model, 256)
+        t.prefixes = None
+        t.decode_threads = threads
+        t.prefill(ids)
+        s = t.score(rows)
+        assert fused.threads == 1 and BUDGET.active == 0  # restored, released
+        out.append((s.logits, s.best, t.cache.kv[:, :, :, : t.length].clone()))
+    assert (out[0][0] == out[1][0]).all() and (out[0][1] == out[1][1]).all()
+    assert torch.equal(out[0][2], out[1][2])

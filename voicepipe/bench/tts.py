@@ -376,6 +376,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="--set replies: the judging ASR model (default whisper-base)",
     )
     p.add_argument(
+        "--durations",
+        choices=["predicted", "teacher"],
+        default="predicted",
+        help="--set replies: the codec LM's alignment from its duration predictor (what a "
+        "session runs), or hibari's own durations (a diagnostic: alignment vs acoustics)",
+    )
+    p.add_argument(
         "--make-replies",
         default="",
         metavar="MODEL",

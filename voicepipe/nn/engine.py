@@ -86,10 +86,13 @@ class Engine:
     prefix_cache: bool = True
     # Fused-kernel threads of a multi-token prompt pass (ModelTarget.prefill_threads).
     prefill_threads: int = 1
+    # Fused-kernel threads of a decode pass run alone (ModelTarget.decode_threads).
+    decode_threads: int = 1
 
     def __post_init__(self) -> None:
         for t in self._targets():
             t.prefill_threads = self.prefill_threads
+            t.decode_threads = self.decode_threads
             if not self.prefix_cache:
                 t.prefixes = None
 
@@ -275,6 +278,7 @@ def load_engine(
     reply_store: bool = True,
     prefix_cache: bool = True,
     prefill_threads: int = 1,
+    decode_threads: int = 1,
 ) -> Engine:
     """Target (+ drafter: "none", "ngram", an EAGLE draft (e.g. "smollm2-draft") or a
     GGUF draft model's name/path sharing the tokenizer; "ngram+<either>": prompt
@@ -287,7 +291,8 @@ def load_engine(
     Behind prompt lookup an EAGLE draft's reply store drafts too (``shared_replies``),
     unless ``reply_store`` is False. ``prefix_cache``: sessions share prompt prefixes'
     keys and values (``Engine.share_prefix``). ``prefill_threads``: fused-kernel threads
-    of a prompt pass (``ModelTarget.prefill_threads``).
+    of a prompt pass (``ModelTarget.prefill_threads``), ``decode_threads`` of a decode
+    pass that runs alone (``ModelTarget.decode_threads``).
     """
     from voicepipe.nn.draft_spec import is_eagle_draft
 
@@ -319,5 +324,5 @@ def load_engine(
     return Engine(
         m, tok, target, proposer, sp, k, adaptive, load_s, spec, draft, eagle,
         k_max or spec.k_max, spec.verify_cost, draft_cost, replies, prefix_cache,
-        prefill_threads,
+        prefill_threads, decode_threads,
     )  # fmt: skip

@@ -356,13 +356,18 @@ def verify(
     feats: torch.Tensor | None = None,
     parents: list[int] | None = None,
     best: torch.Tensor | None = None,
+    threads: int = 0,
 ) -> torch.Tensor:
     """Feed K+1 tokens (last accepted + K drafts) in one pass; logits (K+1, V) (and
-    their argmax rows into best, see forward).
+    their argmax rows into best, see forward; threads: the fused kernel's, 0: the
+    model's own).
 
     Row i scores the token after tokens[i]. Roll back with cache.rollback().
     With batch-invariant linear kernels (int8 / int4) every row is bit-identical
     to ``decode_step``, so greedy speculation is token-identical to greedy decoding.
     """
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, rowwise=True, feats=feats, parents=parents, best=best)
+    return forward(
+        m, cache, t, cache.length, rowwise=True, feats=feats, parents=parents, best=best,
+        threads=threads,
+    )  # fmt: skip

@@ -51,6 +51,11 @@ class ModelTarget:
         # thread (memory-bound, and it shares the machine with speech synthesis). The
         # kernel splits by output rows and heads: the result does not depend on it.
         self.prefill_threads = 1
+        # Threads of a decode (verify) pass when no other model call is in flight: the
+        # reply's first clause is decoded while the ASR is done and the TTS still waits
+        # for text, so a second core shortens the wait for the first audio. With the TTS
+        # (or another session) busy, the budget gives one (voicepipe/nn/threads.py).
+        self.decode_threads = 1
 
     @property
     def length(self) -> int:
@@ -133,8 +138,10 @@ class ModelTarget:
 
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
-        with BUDGET.claim(1):  # (counted: other calls then keep to one thread)
-            logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best)
+        want = self.decode_threads
+        with BUDGET.claim(want) as n:  # (counted: other calls then keep to one thread)
+            n = n if want > 1 else 0  # (0: the model's own setting)
+            logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best, n)
         self.fed += tokens
         return Scores(logits.numpy(), best.numpy())
 

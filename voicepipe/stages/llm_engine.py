@@ -26,7 +26,8 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
         Toolbox.build(cfg.tools.builtin, cfg.tools.user)
     sp = SamplingParams(c.temperature, c.top_k, c.top_p, c.seed)
     key = (c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, c.temperature, c.top_k,
-           c.top_p, c.seed, c.reply_store, c.prefix_cache, c.prefill_threads)  # fmt: skip
+           c.top_p, c.seed, c.reply_store, c.prefix_cache, c.prefill_threads,
+           c.decode_threads)  # fmt: skip
     with _BASES_LOCK:
         base = _BASES.get(key)
         if base is None:
@@ -38,7 +39,7 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
             base = _BASES[key] = load_engine(
                 c.model, c.weights, c.drafter, c.spec_k, c.adaptive_k, sp, max_len=2048,
                 reply_store=c.reply_store, prefix_cache=c.prefix_cache,
-                prefill_threads=c.prefill_threads,
+                prefill_threads=c.prefill_threads, decode_threads=c.decode_threads,
             )  # fmt: skip
     eng = base.fork()  # type: ignore[attr-defined]
     # The first session of the process (or the server's preload) computes the system
