@@ -133,7 +133,7 @@ class LlmConfig:
     prefill_threads: int = 2
     # Threads of a decode pass on the fused kernel while no other model call runs (the
     # first clause, before the TTS starts); one whenever another call is in flight.
-    decode_threads: int = 1
+    decode_threads: int = 2
     # One model pass for every session's decode step: the process's batch scheduler
     # (stages/llm_batch.py, core/batching.py) instead of each session's own passes.
     batching: bool = False

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             ),
             alt,
         )
+    for dec in (plain, *rows.values()):  # a decode pass on this many fused-kernel threads
+        dec.target.decode_threads = args.decode_threads  # (run alone: it gets them)
     if args.prompts == "grounded":  # bench llm's input-grounded set (quote, summarise)
         from voicepipe.bench.llm import PROMPTS
 
@@ -149,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         "model": cfg.model,
         "weights": weights,
         "threads": torch.get_num_threads(),
+        "decode_threads": args.decode_threads,
         "k": cfg.spec_k if args.engine else args.k,
         "k_max": "engine" if args.engine else args.k_max,
         "adaptive_k": cfg.adaptive_k if args.engine else not args.fixed_k,
@@ -281,5 +284,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights", default="", help="target weight format (default: config llm)")
     p.add_argument("--max-new", type=int, default=0, help="reply cap (default: config llm)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+    p.add_argument(
+        "--decode-threads",
+        type=int,
+        default=1,
+        help="fused-kernel threads of every decode pass, plain and drafted (llm.decode_threads; "
+        "default 1)",
+    )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.set_defaults(func=run)
