@@ -99,6 +99,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--ray-cpus", type=int, default=2, help="with --ray: CPUs of the Ray head (2 replicas)"
     )
     p.add_argument(
+        "--ray-kill",
+        action="store_true",
+        help="with --ray: then two replicas, 2 x --concurrency sessions over both, one replica "
+        "killed mid-reply: how its sessions closed and reconnected, the others' underruns "
+        "against the same batch undisturbed",
+    )
+    p.add_argument(
         "--endpoint",
         choices=("ws", "realtime", "both"),
         default="ws",
@@ -434,10 +441,14 @@ def run(args: argparse.Namespace) -> int:
                 hold_s=args.hold,
                 ray_cpus=args.ray_cpus,
                 log=log,
+                kill=args.ray_kill,
             )
         )
         print(json.dumps(out, indent=None if args.json else 2))
-        return 0 if out["levels"] and not out["step"]["dropped"] else 1
+        kill = out.get("kill", {})
+        lost = [v for v in kill.get("victims", []) if not (v["reconnected"] and v["finished"])]
+        ok = not lost and all(s["finished"] for s in kill.get("survivors", []))
+        return 0 if out["levels"] and not out["step"]["dropped"] and ok else 1
     if args.endpoint != "ws":
         res = asyncio.run(
             endpoints(

@@ -16,6 +16,14 @@ scales); a plain ``voicepipe serve`` runs beside it on the same pipeline and con
    sessions (one question each) open: they go to the new replica (``sessions_per_replica``).
    When all have ended, ``down_s``: from the last end to one replica again.
    ``dropped``: sessions that did not end with ``done`` or were reconnected.
+3. Kill (``--ray-kill``): a second ``serve --ray`` with two replicas fixed
+   (``ray.min_replicas`` = ``ray.max_replicas`` = 2), 2 × ``--concurrency`` sessions spread
+   over both (each a question, then ``--hold`` seconds of open microphone, reconnecting
+   at most twice). The same batch twice: once undisturbed (``control``), once with one
+   replica killed (``ray.kill``) two seconds after every session was acknowledged.
+   ``victims``: the killed replica's sessions, how each was closed and whether it
+   reconnected and finished; ``survivors``: the others, and their playout underruns
+   against the same sessions' in the control batch (what the kill cost them).
 """
 
 from __future__ import annotations
@@ -93,6 +101,7 @@ async def bench(
     hold_s: float,
     ray_cpus: int,
     log: Any,
+    kill: bool = False,
 ) -> dict[str, Any]:
     from voicepipe.bench._ray import free_port, local_cluster
     from voicepipe.bench._serve import serve_process
@@ -151,8 +160,106 @@ async def bench(
                 levels.append(lv)
             out["levels"] = levels
             out["step"] = await _step(viaray.ws_url, rcfg, clips, max_c, hold_s, log)
+        if kill:
+            kcfg = apply_overrides(rcfg, ["ray.min_replicas=2", "ray.max_replicas=2"])
+            async with serve_process(
+                pipeline, kcfg, port=port, extra_args=ray_args, env=cluster.env,
+                stop_timeout_s=120.0,
+            ) as two:  # fmt: skip
+                out["kill"] = await _kill(two.ws_url, kcfg, clips, max_c, hold_s, log)
     out["ray"] = {k: v for k, v in vars(rcfg.ray).items() if k != "address"}
     return out
+
+
+async def _batch(
+    url: str, cfg: Config, clips: list[Any], hold_s: float, kill_after_s: float | None
+) -> tuple[list[dict[str, Any]], dict[int, str], str]:
+    """Sessions opened one at a time (so the ingress spreads them); with ``kill_after_s``,
+    the replica of session 0 is killed that long after the last was acknowledged.
+    Returns the results, each session's first id, and the killed replica ('' if none)."""
+    import ray
+
+    from voicepipe.client import ClientSession
+    from voicepipe.server import ray_serve
+
+    sessions = [
+        ClientSession(
+            url,
+            clip,
+            16000,
+            cfg,
+            playout="adaptive",
+            timeout_s=120.0,
+            index=i,
+            reconnect=2,
+            trailing_silence_s=hold_s,
+        )  # fmt: skip
+        for i, clip in enumerate(clips)
+    ]
+    tasks = []
+    for sess in sessions:
+        tasks.append(asyncio.create_task(sess.run()))
+        await _until(lambda sess=sess: bool(sess.res.session_id), 60.0)
+    first = {sess.res.index: sess.res.session_id for sess in sessions}
+    victim = ""
+    if kill_after_s is not None:
+        await asyncio.sleep(kill_after_s)
+        victim = _replica(first[0])
+        name = f"SERVE_REPLICA::{ray_serve.APP_NAME}#{ray_serve.DEPLOYMENT}#{victim}"
+        await asyncio.to_thread(lambda: ray.kill(ray.get_actor(name, namespace="serve")))
+    results = [r.to_json() for r in await asyncio.gather(*tasks)]
+    return results, first, victim
+
+
+async def _kill(
+    url: str, cfg: Config, clips: list[Any], c: int, hold_s: float, log: Any
+) -> dict[str, Any]:
+    """One of two replicas killed mid-reply: who lost their session, how, and what it cost
+    the others (their underruns against an undisturbed run of the same batch)."""
+    timeout = 600.0
+    await _until(lambda: _replicas() == {"RUNNING": 2}, timeout)
+    health = url.replace("ws://", "http://").removesuffix("/ws") + "/healthz"
+    seen: set[str] = set()
+
+    def both_answer() -> bool:  # both in the ingress's list (HAProxy learns after Serve)
+        seen.add(_healthz_replica(health))
+        return len(seen) == 2
+
+    await _until(both_answer, timeout)
+    batch = [clips[i % len(clips)] for i in range(2 * c)]
+    log(f"  kill: {len(batch)} sessions on two replicas, undisturbed …")
+    control, _, _ = await _batch(url, cfg, batch, hold_s, None)
+    await _until(lambda: _replicas() == {"RUNNING": 2}, timeout)
+    log("  kill: the same sessions, one replica killed mid-reply …")
+    killed, first, victim = await _batch(url, cfg, batch, hold_s, 2.0)
+    victims, survivors = [], []
+    for res in killed:
+        i = int(res["session"])
+        lost = res.get("reconnects") or []
+        if _replica(first[i]) == victim:
+            victims.append({
+                "close_codes": [r.get("close_code") for r in lost],
+                "close_reasons": [r.get("close_reason") for r in lost],
+                "reconnected": bool(lost) and _replica(res["session_id"]) != victim,
+                "finished": bool(res["ok"]),
+            })  # fmt: skip
+        else:
+            before = next(r for r in control if int(r["session"]) == i)
+            survivors.append({
+                "finished": bool(res["ok"]) and not lost,
+                "underruns": int(res.get("jitter", {}).get("underruns", 0)),
+                "underruns_control": int(before.get("jitter", {}).get("underruns", 0)),
+            })  # fmt: skip
+    log(f"  kill: {len(victims)} sessions on the killed replica, {len(survivors)} elsewhere")
+    return {
+        "sessions": len(batch),
+        "victim_replica": victim,
+        "victims": victims,
+        "survivors": survivors,
+        "survivor_underruns": sum(s["underruns"] for s in survivors),
+        "survivor_underruns_control": sum(s["underruns_control"] for s in survivors),
+        "control_ok": sum(bool(r["ok"]) and not r.get("reconnects") for r in control),
+    }
 
 
 async def _step(
