@@ -196,6 +196,9 @@ class TtsConfig:
     # Speak numbers, dates, symbols, list markers... as words (core/textnorm.py); the
     # pipeline keeps the original text for everything else.
     normalize: bool = True
+    # The codec LM's alignment: "predicted" (its own duration predictor, nn/duration.py)
+    # or "teacher" (hibari's durations, nn/teacher_durations.py).
+    durations: str = "predicted"
 
 
 @dataclass(frozen=True)

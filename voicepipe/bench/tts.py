@@ -378,9 +378,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--durations",
         choices=["predicted", "teacher"],
-        default="predicted",
-        help="--set replies: the codec LM's alignment from its duration predictor (what a "
-        "session runs), or hibari's own durations (a diagnostic: alignment vs acoustics)",
+        default="",
+        help="--set replies: the codec LM's alignment from its duration predictor or from "
+        "hibari's own durations (default: [tts] durations)",
     )
     p.add_argument(
         "--make-replies",

@@ -188,15 +188,15 @@ def run_replies(args: argparse.Namespace) -> dict:
         models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
     tts = CodecLMTTS.from_config(args.config, args.model or None, models)
     tts.threads, tts.lm_threads = args.threads, args.lm_threads
+    tts.durations = args.durations or args.config.tts.durations
     tts.warm_up()
-    given = _teacher_durations(texts, tts.max_frames) if args.durations == "teacher" else {}
 
     def streamed(opts) -> list[_Said]:  # noqa: ANN001
         out = []
         for rt in texts:
             s = _Said()
             for t in rt:
-                r = tts.synth(t, opts, given.get(t))
+                r = tts.synth(t, opts)
                 s.add(r.audio, r.wall_s, r.lm_s, r.ttfa_s, r.stats)
             out.append(s)
         return out
@@ -217,7 +217,7 @@ def run_replies(args: argparse.Namespace) -> dict:
         for rt in texts:
             s = _Said()
             for t in rt:
-                codes, st, lm_s = tts.decode_codes(t, opts, given.get(t))
+                codes, st, lm_s = tts.decode_codes(t, opts)
                 wave = tts.codec.decode(codes[:, : tts.codec.q]).numpy()
                 voc = voc_rtf * len(wave) / RATE
                 first_voc = voc_rtf * tts.first_frames * 1024 / RATE
@@ -254,28 +254,7 @@ def run_replies(args: argparse.Namespace) -> dict:
         "lm_threads": args.lm_threads,
         "spec_k": args.k,
         "vocoder_rtf": voc_rtf,
-        "durations": args.durations,
-        "teacher_durations_chunks": len(given),
+        "durations": tts.durations,
         "load_avg": _load(),
     }
 
-
-def _teacher_durations(texts: list[list[str]], max_frames: int) -> dict[str, list[int]]:
-    """``--durations teacher``: hibari's own per-phoneme durations for each chunk (the
-    ids the codec LM reads are hibari's), so the codec LM speaks on the teacher's
-    alignment instead of its duration predictor's. A diagnostic: it splits the WER gap
-    to the teacher into alignment (durations) and acoustics (the codec LM itself). A
-    chunk whose teacher plan exceeds one pass's frames keeps the predicted durations."""
-    from voicepipe.nn.hibari_teacher import HibariTeacher, text_to_ids
-    from voicepipe.nn.phonemes import n_frames_for
-
-    teacher = HibariTeacher()
-    out: dict[str, list[int]] = {}
-    for t in {t for rt in texts for t in rt}:
-        ids = text_to_ids(t)
-        if len(ids) < 3:
-            continue
-        d = teacher.synthesize_ids(ids).durations
-        if n_frames_for(d) <= max_frames:
-            out[t] = d
-    return out

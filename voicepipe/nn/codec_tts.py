@@ -36,6 +36,8 @@ from voicepipe.spec.metrics import SpecMetrics
 from voicepipe.spec.rules import Rule
 from voicepipe.spec.sampling import SamplingParams
 
+# [tts] durations: the codec LM's duration predictor, or hibari's own durations.
+DURATION_SOURCES = ("predicted", "teacher")
 _SHARED: dict[tuple, tuple[TTSModels, object]] = {}
 _SHARED_LOCK = threading.Lock()
 _WARMED: set[tuple] = set()  # (codec, push sizes) whose vocoder shapes ran once
@@ -80,7 +82,12 @@ class CodecLMTTS:
         first_frames: int = 4,
         threads: int = 2,
         lm_threads: int = 1,
+        durations: str = "predicted",
     ) -> None:
+        if durations not in DURATION_SOURCES:
+            raise ValueError(
+                f"tts.durations: {durations!r} is not one of {', '.join(DURATION_SOURCES)}"
+            )
         self.m = models
         self.codec = codec  # voicepipe.nn.codec.MelVQCodec (its vocoder decodes)
         self.chunk_frames = chunk_frames
@@ -92,6 +99,9 @@ class CodecLMTTS:
         # a stage advances the generator from whichever worker thread is free.
         self.threads = threads
         self.lm_threads = lm_threads
+        # Where the alignment comes from when the caller gives none: the codec LM's own
+        # duration predictor, or the teacher's durations (nn/teacher_durations.py).
+        self.durations = durations
 
     @classmethod
     def from_config(
@@ -105,7 +115,7 @@ class CodecLMTTS:
         if models is None:
             models = load_models(models_path or registry.resolve("codec-lm-hibari"))
         codec = MelVQCodec.load(cfg.codec.model, q=cfg.codec.q, vocoder_name=cfg.codec.vocoder)
-        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames)
+        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames, durations=cfg.tts.durations)
 
     @classmethod
     def shared(cls, cfg, models_path: str | Path | None = None) -> CodecLMTTS:
@@ -128,7 +138,7 @@ class CodecLMTTS:
                     plan_for(codec.vocoder.model)  # prepack once, not in a session's turn
                 _SHARED[key] = (models, codec)
             models, codec = _SHARED[key]
-        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames)
+        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames, durations=cfg.tts.durations)
 
     def distance(self) -> np.ndarray:
         """(V, V) level-0 code distances over their mean pairwise distance (unitless β).
@@ -218,13 +228,19 @@ class CodecLMTTS:
                 )
             return [(text, ids, al)]
         planned: dict[str, tuple[str, list[int], FrameAlign] | None] = {}
+        teacher = None
+        if self.durations == "teacher":
+            from voicepipe.nn.teacher_durations import teacher_durations
+
+            teacher = teacher_durations()
 
         def frames(piece: str) -> int:
             ids = text_to_ids(piece)
             if len(ids) < 3:  # nothing to speak (as for a whole text)
                 planned[piece] = None
                 return 0
-            al = plan(self.m, ids, None, pace)[1]
+            given = None if teacher is None else teacher(ids, pace)
+            al = plan(self.m, ids, given, pace)[1]
             planned[piece] = (piece, ids, al)
             return al.n_frames
 
