@@ -289,3 +289,23 @@ async def test_preempting_before_the_early_final_costs_one_more_decode(asr):
     assert len(stables) == 2 and stage.stats["stable_s"] > 0
     assert all(agrees(s.text, fin.text) for s in stables)
     assert stage.stats["early_hits"] == 1  # the final still comes from the 160 ms decode
+
+
+@pytest.mark.parametrize(("preempt_ms", "stables"), [(300, 1), (10_000, 0)])
+async def test_an_early_final_before_the_preempt_pause_waits_for_it(asr, preempt_ms, stables):
+    # asr.early_final_ms below turns.preempt_after_ms: the pause is decoded at 64 ms and
+    # that very text goes out as the stable one once the silence reaches preempt_after_ms
+    # (no second decode), never before: past the endpoint silence (10 s), not at all.
+    import dataclasses
+
+    cfg = dataclasses.replace(
+        CFG,
+        asr=dataclasses.replace(CFG.asr, early_final_ms=64),
+        turns=dataclasses.replace(CFG.turns, preempt_after_ms=preempt_ms),
+    )
+    out, stage = await run_clip(asr, "utt11.wav", cfg)
+    (fin,) = finals(out)
+    got = [f for f in out if isinstance(f, TranscriptStable)]
+    assert len(got) == stables and stage.stats["stables"] == stables
+    assert all(s.text == fin.text for s in got)  # the same decode: the final is the early one
+    assert stage.stats["stable_s"] == 0 and stage.stats["early_hits"] == 1

@@ -21,10 +21,12 @@ per stage runs one decode at a time, picking the most useful job:
 Preemptive generation (``turns.preempt``): when a decode that saw at least
 ``turns.preempt_after_ms`` of trailing silence finishes while the turn is
 still open, its text goes out as ``TranscriptStable`` so the LLM can start a
-tentative reply (core/preempt.py). With the defaults that decode is the early
-final itself (no extra work); a smaller ``preempt_after_ms`` adds one decode
-per pause. If the user then speaks again in the same turn, ``SpeechResumed``
-voids the stable text.
+tentative reply (core/preempt.py). That decode is the early final itself (no
+extra work): an early final decoded before the pause reached ``preempt_after_ms``
+(``asr.early_final_ms`` smaller) goes out as the stable text the moment it does,
+so the decode's time overlaps the silence instead of following it; a smaller
+``preempt_after_ms`` than ``early_final_ms`` adds one decode per pause. If the
+user then speaks again in the same turn, ``SpeechResumed`` voids the stable text.
 
 Turn ids are born here: each SpeechStart gets a new, larger id. Spans:
 ``vad.speech`` (arrival of the first → last speech sample) and ``asr.final``
@@ -364,6 +366,8 @@ class AsrStage(Stage):
         if silence >= self.early_samples:
             if turn.best is None or not self._covers(turn, turn.best[0]):
                 return turn, now, "early"
+            if self._publish_due(turn, silence):
+                return turn, turn.best[0], "publish"
             return None
         if self.preempt_samples is not None and silence >= self.preempt_samples:
             # Preempt earlier than the early final: one decode for this pause.
@@ -373,6 +377,19 @@ class AsrStage(Stage):
         if self.partials and silence < CHUNK and now - turn.partial_at >= self.partial_samples:
             return turn, now, "partial"
         return None
+
+    def _publish_due(self, turn: _Turn, silence: int) -> bool:
+        """An early final decoded before ``turns.preempt_after_ms`` of silence (a smaller
+        ``asr.early_final_ms``) goes out as the stable text once the silence is that long,
+        with no decode of its own: the decode ran while the user was already silent, so
+        the LLM's head start no longer waits for it."""
+        return (
+            self.preempt_samples is not None
+            and silence >= self.preempt_samples
+            and turn.best is not None
+            and bool(turn.best[1].text.strip())
+            and turn.stable_at != turn.last_speech_idx
+        )
 
     async def _decode_loop(self) -> None:
         assert self.asr is not None
@@ -384,6 +401,10 @@ class AsrStage(Stage):
                 await self._wake.wait()
                 continue
             turn, cutoff, kind = job
+            if kind == "publish":  # the early final's text, now that the pause is long enough
+                assert turn.best is not None
+                await self._stable(turn, self.audio.end, turn.best[1])
+                continue
             if kind == "ready":  # decoded during the endpoint silence: nothing left to do
                 self.stats["early_hits"] += 1
                 await self._finish(turn, turn.best[1] if turn.best else None)
@@ -433,12 +454,14 @@ class AsrStage(Stage):
         await self.push(TranscriptPartial(turn_id=turn.id, text=p.text, stable_prefix=p.stable))
         return True
 
-    async def _stable(self, turn: _Turn, cutoff: int, hyp: Hypothesis) -> None:
-        """A decode of the pause: if it saw enough silence, the LLM may start on its text."""
+    async def _stable(self, turn: _Turn, heard: int, hyp: Hypothesis) -> None:
+        """A decode of the pause: if ``heard`` (the audio seen so far: the decode's cutoff,
+        or now for an early final decoded before the pause was long enough) holds enough
+        silence after the last speech, the LLM may start on its text."""
         if self.preempt_samples is None or not hyp.text.strip():
             return
-        if cutoff - turn.last_speech_idx < self.preempt_samples:
-            return  # speech came back after the cutoff: this text is already stale
+        if heard - turn.last_speech_idx < self.preempt_samples:
+            return  # too short a pause so far, or speech came back after the cutoff
         turn.stable_at = turn.last_speech_idx
         self.stats["stables"] += 1
         await self.push(
