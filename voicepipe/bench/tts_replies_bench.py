@@ -257,4 +257,3 @@ def run_replies(args: argparse.Namespace) -> dict:
         "durations": tts.durations,
         "load_avg": _load(),
     }
-
