@@ -193,7 +193,7 @@ async def _batch(
             index=i,
             reconnect=2,
             trailing_silence_s=hold_s,
-        )  # fmt: skip
+        )
         for i, clip in enumerate(clips)
     ]
     tasks = []
