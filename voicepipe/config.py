@@ -196,9 +196,10 @@ class TtsConfig:
     # Speak numbers, dates, symbols, list markers... as words (core/textnorm.py); the
     # pipeline keeps the original text for everything else.
     normalize: bool = True
-    # The codec LM's alignment: "predicted" (its own duration predictor, nn/duration.py)
-    # or "teacher" (hibari's durations, nn/teacher_durations.py).
-    durations: str = "predicted"
+    # The codec LM's alignment: "teacher" (hibari's own durations, nn/teacher_durations.py:
+    # lower round-trip WER on the assistant's replies, docs/BENCHMARKS.md) or "predicted"
+    # (the codec LM's own duration predictor, nn/duration.py, which imitates them).
+    durations: str = "teacher"
 
 
 @dataclass(frozen=True)

@@ -50,3 +50,10 @@ def test_an_unknown_duration_source_names_the_key() -> None:
     cfg = config.load(None, ["tts.durations=oracle"])
     with pytest.raises(ValueError, match="tts.durations"):
         CodecLMTTS.from_config(cfg)
+
+
+def test_predicted_durations_remain_a_choice() -> None:
+    tts = CodecLMTTS.from_config(config.load(None, ["tts.durations=predicted"]))
+    ids = text_to_ids(TEXTS[0])
+    ((_, _, al),) = tts.plans(TEXTS[0])
+    assert (al.index == plan(tts.m, ids)[1].index).all()
