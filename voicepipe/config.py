@@ -85,7 +85,9 @@ class AsrConfig:
     # the encoder's cost scales with the window.
     window_pad_s: float = 3.0
     no_speech_threshold: float = 0.6  # drop a decode whose no-speech probability is above
-    early_final_ms: int = 160  # trailing silence after which the final is decoded ahead
+    # Trailing silence after which the final is decoded ahead; below turns.preempt_after_ms
+    # the decode overlaps the pause and its text goes out as the stable one at that mark.
+    early_final_ms: int = 64
     # One decode at a time per process, finals and pause decodes before every session's
     # partials (stages/asr_gate.py); false: each session's decodes queue in arrival order.
     decode_priority: bool = True

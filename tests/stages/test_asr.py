@@ -281,7 +281,11 @@ async def test_no_stable_text_when_preemption_is_off(asr):
 async def test_preempting_before_the_early_final_costs_one_more_decode(asr):
     import dataclasses
 
-    cfg = dataclasses.replace(CFG, turns=dataclasses.replace(CFG.turns, preempt_after_ms=80))
+    cfg = dataclasses.replace(
+        CFG,
+        asr=dataclasses.replace(CFG.asr, early_final_ms=160),
+        turns=dataclasses.replace(CFG.turns, preempt_after_ms=80),
+    )
     out, stage = await run_clip(asr, "utt11.wav", cfg)
     (fin,) = finals(out)
     stables = [f for f in out if isinstance(f, TranscriptStable)]
