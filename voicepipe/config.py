@@ -130,8 +130,8 @@ class LlmConfig:
     # A prompt is prefilled this many tokens per model pass, the stage yielding between
     # passes (an Interrupt takes effect between them); 0: one pass.
     prefill_chunk: int = 32
-    # Threads of a prompt pass on the fused kernel (decode keeps one): the prompt is
-    # prefilled while speech synthesis waits for the reply, so the second core is free.
+    # Threads of a prompt pass on the fused kernel: the prompt is prefilled while speech
+    # synthesis waits for the reply, so the second core is free.
     prefill_threads: int = 2
     # Threads of a decode pass on the fused kernel while no other model call runs (the
     # first clause, before the TTS starts); one whenever another call is in flight.

@@ -47,9 +47,9 @@ class ModelTarget:
         self.shared = 0  # prompt tokens copied from the prefix cache instead
         # Threads of the fused kernel for a pass of several prompt tokens (1: the model's
         # own setting). A prompt pass is compute-bound and runs while the other stages
-        # wait for the reply, so a second core nearly halves it; decode stays on one
-        # thread (memory-bound, and it shares the machine with speech synthesis). The
-        # kernel splits by output rows and heads: the result does not depend on it.
+        # wait for the reply, so a second core nearly halves it (a decode pass: see
+        # decode_threads below). The kernel splits by output rows and heads: the result
+        # does not depend on it.
         self.prefill_threads = 1
         # Threads of a decode (verify) pass when no other model call is in flight: the
         # reply's first clause is decoded while the ASR is done and the TTS still waits
