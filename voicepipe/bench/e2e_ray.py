@@ -175,7 +175,7 @@ async def _batch(
     url: str, cfg: Config, clips: list[Any], hold_s: float, kill_after_s: float | None
 ) -> tuple[list[dict[str, Any]], dict[int, str], str]:
     """Sessions opened one at a time (so the ingress spreads them); with ``kill_after_s``,
-    the replica of session 0 is killed that long after the last was acknowledged.
+    the first session's replica is killed that long after the last was acknowledged.
     Returns the results, each session's first id, and the killed replica ('' if none)."""
     import ray
 
