@@ -6,9 +6,9 @@ exactly these durations; its own duration predictor (nn/duration.py) imitates th
 and measured on the assistant's replies that imitation costs round-trip WER
 (docs/BENCHMARKS.md, "the codec LM on the teacher's alignment"). Here only the part
 of hibari's graph that computes them runs: the sub-graph from ``ids`` and ``speed``
-to ``/Clip_output_0`` (text encoder and duration head, 764 of its 1,731 nodes),
-about 2.5 ms for a sentence on one thread, against ~48 ms for hibari's whole
-synthesis. The phoneme ids are hibari's already (``hibari_teacher.text_to_ids``).
+to ``/Clip_output_0`` (text encoder and duration head, 764 of its 1,731 nodes):
+a few ms for a sentence on one thread, a small share of hibari's whole synthesis
+(timed once by a one-off script, not a bench). The phoneme ids are hibari's already (``hibari_teacher.text_to_ids``).
 """
 
 from __future__ import annotations
