@@ -59,6 +59,10 @@ def _healthz_replica(url: str) -> str:
         return str(json.loads(r.read()).get("replica", ""))
 
 
+def _health_url(ws_url: str) -> str:
+    return ws_url.replace("ws://", "http://").removesuffix("/ws") + "/healthz"
+
+
 async def _until(check: Any, timeout_s: float) -> float:
     """Seconds until ``check()`` held (polled every 0.2 s); raises past ``timeout_s``."""
     t0 = time.monotonic()
@@ -218,7 +222,7 @@ async def _kill(
     the others (their underruns against an undisturbed run of the same batch)."""
     timeout = 600.0
     await _until(lambda: _replicas() == {"RUNNING": 2}, timeout)
-    health = url.replace("ws://", "http://").removesuffix("/ws") + "/healthz"
+    health = _health_url(url)
     seen: set[str] = set()
 
     def both_answer() -> bool:  # both in the ingress's list (HAProxy learns after Serve)
@@ -268,7 +272,7 @@ async def _step(
     """Above target: a second replica; below: back to one. Times and sessions of each."""
     timeout = 600.0
     await _until(lambda: _replicas() == {"RUNNING": 1}, timeout)
-    health = url.replace("ws://", "http://").removesuffix("/ws") + "/healthz"
+    health = _health_url(url)
     old = await asyncio.to_thread(_healthz_replica, health)  # the one replica so far
     step = [clips[i % len(clips)] for i in range(2 * c)]
     log(f"  step: {len(step)} sessions holding {hold_s:g} s (target {c} per replica) …")

@@ -18,7 +18,12 @@ import numpy as np
 
 SAMPLE_RATE = 24000
 SAMPLES_PER_UNIT = 600  # one duration unit = 25 ms at 24 kHz
-_DUR_TENSOR = "/Clip_output_0"
+DUR_TENSOR = "/Clip_output_0"
+
+
+def units(durations: object) -> list[int]:
+    """``DUR_TENSOR``'s float output as integer 25 ms units, one per phoneme id."""
+    return [int(round(float(d))) for d in np.asarray(durations).reshape(-1)]
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,7 @@ def _augmented_model_bytes(path: str) -> bytes:
 
     model = onnx.load(path)
     model.graph.output.append(
-        onnx.helper.make_tensor_value_info(_DUR_TENSOR, onnx.TensorProto.FLOAT, None)
+        onnx.helper.make_tensor_value_info(DUR_TENSOR, onnx.TensorProto.FLOAT, None)
     )
     return model.SerializeToString()
 
@@ -76,7 +81,7 @@ class HibariTeacher:
         *spec, dur = self.sess.run(None, feeds)
         lh, th, ln, lr, phi, f0 = (o[0] for o in spec)
         wave = dsp.synth(lh, th, ln, lr, phi, f0, np.random.default_rng(seed))
-        durations = [int(round(float(d))) for d in np.asarray(dur).reshape(-1)]
+        durations = units(dur)
         return TeacherUtterance(list(ids), durations, wave.astype(np.float32))
 
     def synthesize(self, text: str, seed: int = 0) -> TeacherUtterance:

@@ -8,7 +8,8 @@ and measured on the assistant's replies that imitation costs round-trip WER
 of hibari's graph that computes them runs: the sub-graph from ``ids`` and ``speed``
 to ``/Clip_output_0`` (text encoder and duration head, 764 of its 1,731 nodes):
 a few ms for a sentence on one thread, a small share of hibari's whole synthesis
-(timed once by a one-off script, not a bench). The phoneme ids are hibari's already (``hibari_teacher.text_to_ids``).
+(timed once by a one-off script, not a bench). The phoneme ids are hibari's
+already (``hibari_teacher.text_to_ids``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-_OUT = "/Clip_output_0"
+from voicepipe.nn.hibari_teacher import DUR_TENSOR, units
 
 
 class TeacherDurations:
@@ -31,7 +32,7 @@ class TeacherDurations:
         from hibari.voices import voice_path
 
         model = onnx.load(os.path.abspath(voice_path(voice)))
-        sub = onnx.utils.Extractor(model).extract_model(["ids", "speed"], [_OUT])
+        sub = onnx.utils.Extractor(model).extract_model(["ids", "speed"], [DUR_TENSOR])
         so = ort.SessionOptions()
         so.intra_op_num_threads = so.inter_op_num_threads = 1
         so.log_severity_level = 3
@@ -51,7 +52,7 @@ class TeacherDurations:
         }
         with self._lock:
             (d,) = self._sess.run(None, feeds)
-        return [int(round(float(x))) for x in np.asarray(d).reshape(-1)]
+        return units(d)
 
 
 @lru_cache(maxsize=2)
