@@ -11,6 +11,7 @@ model pass per ``next``. It counts the tokens it ran and copied.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -28,6 +29,15 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+@contextmanager
+def _kernel_threads(want: int) -> Iterator[int]:
+    """The fused kernel's threads for one pass, claimed from the process's budget
+    (voicepipe/nn/threads.py: counted, so other calls then keep to one thread): 0, the
+    model's own setting, when one is wanted."""
+    with BUDGET.claim(want) as n:
+        yield n if want > 1 else 0
 
 
 class ModelTarget:
@@ -89,8 +99,7 @@ class ModelTarget:
         # model call runs (voicepipe/nn/threads.py), else one. The kernel splits by
         # output rows and heads: the result does not depend on it.
         want = self.prefill_threads if end - start > 1 else 1
-        with BUDGET.claim(want) as n:
-            n = n if want > 1 else 0  # (0: the model's own setting, as for a decode step)
+        with _kernel_threads(want) as n:
             logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats, n)
         self.fed = list(tokens[:end])
         self.prefilled += end - start
@@ -139,8 +148,7 @@ class ModelTarget:
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
         want = self.decode_threads
-        with BUDGET.claim(want) as n:  # (counted: other calls then keep to one thread)
-            n = n if want > 1 else 0  # (0: the model's own setting)
+        with _kernel_threads(want) as n:
             logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best, n)
         self.fed += tokens
         return Scores(logits.numpy(), best.numpy())
