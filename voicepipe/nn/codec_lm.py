@@ -69,6 +69,14 @@ class KVCache:
         return self.k[:, :, : pos + s], self.v[:, :, : pos + s]
 
 
+def cached_mask(pos: int, s: int) -> Tensor | None:
+    """Attention mask of s new rows at positions pos… over a cache: every cached frame and
+    the new rows causally (None for one row, which sees everything)."""
+    if s <= 1:
+        return None
+    return torch.ones(s, pos + s, dtype=torch.bool).tril(pos)
+
+
 def rope_table(args: ModelArgs) -> Tensor:
     hd = args.dim // args.n_heads
     inv = 1.0 / (args.rope_base ** (torch.arange(0, hd, 2).float() / hd))
@@ -102,15 +110,35 @@ class Block(nn.Module):
         mask: Tensor | None,
         cache: KVCache | None = None,
     ) -> Tensor:
-        b, s, d = x.shape
-        qkv = self.qkv(self.n1(x)).view(b, s, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+        y = self.attend(self.qkv_heads(x), rope, pos, mask, cache)
+        return self.finish(x, y)
+
+    # The pieces of ``forward``, so a batched pass (nn/codec_lm_batch.py) can run the
+    # matrices over every utterance's rows and attention per utterance, each in its cache.
+    def qkv_heads(self, x: Tensor) -> Tensor:
+        """x (B, S, d) → q, k, v stacked (3, B, H, S, hd), before rotation."""
+        b, s, _ = x.shape
+        return self.qkv(self.n1(x)).view(b, s, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+
+    def attend(
+        self,
+        qkv: Tensor,
+        rope: Tensor,
+        pos: int | None,
+        mask: Tensor | None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """Rotated attention of qkv's rows (cached pass: positions pos…) → (B, H, S, hd)."""
         q, k, v = apply_rope(qkv[0], rope), apply_rope(qkv[1], rope), qkv[2]  # (B, H, S, hd)
         if pos is not None and cache is not None:
             k, v = cache.update(pos, k, v)  # (B, H, pos+S, hd)
         if mask is None and pos is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def finish(self, x: Tensor, y: Tensor) -> Tensor:
+        """The residual output projection and feed-forward after attention y (B, H, S, hd)."""
+        b, s, d = x.shape
         x = x + self.o(y.transpose(1, 2).reshape(b, s, d))
         return x + self.down(F.gelu(self.up(self.n2(x))))
 
@@ -192,10 +220,7 @@ class CodecLM(nn.Module):
         if pos is None:
             rope, mask = self.rope[:s], None
         else:
-            rope = self.rope[pos : pos + s]
-            mask = None
-            if s > 1:  # new rows see every cached frame and the new ones causally
-                mask = torch.ones(s, pos + s, dtype=torch.bool, device=x.device).tril(pos)
+            rope, mask = self.rope[pos : pos + s], cached_mask(pos, s)
         for i, blk in enumerate(self.blocks):
             x = blk(x, rope, pos, mask, cache[i] if cache is not None else None)
         return self.norm(x)

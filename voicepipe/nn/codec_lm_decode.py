@@ -47,8 +47,9 @@ class _Cached:
             n += 1
         return n
 
-    def run(self, wanted: list[int]) -> torch.Tensor:
-        """Make the cache hold ``wanted``; return hidden states (S, d) of the new positions."""
+    def rows(self, wanted: list[int]) -> tuple[int, list[int], torch.Tensor]:
+        """What a pass must compute for the cache to hold ``wanted``: (first position, its
+        level-0 inputs from there, their conditioning (1, S, d))."""
         n = self._valid(wanted)
         new = wanted[n:]
         if not new:  # the last position is needed again: recompute it
@@ -59,6 +60,11 @@ class _Cached:
         if cond.shape[1] < len(new):  # past the last aligned frame: repeat it
             pad = self.cond[:, -1:].expand(1, len(new) - cond.shape[1], -1)
             cond = torch.cat([cond, pad], 1)
+        return n, new, cond
+
+    def run(self, wanted: list[int]) -> torch.Tensor:
+        """Make the cache hold ``wanted``; return hidden states (S, d) of the new positions."""
+        n, new, cond = self.rows(wanted)
         x = torch.tensor([new], dtype=torch.long)
         h = self.model(x, cond, pos=n, cache=self.cache)[0]
         self.inputs = list(wanted)
@@ -85,18 +91,26 @@ class CodecLMProposer(_Cached):
     def propose(self, context: list[int], k: int) -> Proposal:
         """``context``: the start symbol and every code emitted so far."""
         wanted = list(context)
-        drafts, probs = [], []
+        drafts: list[int] = []
+        probs: list[np.ndarray] = []
         for _ in range(k):
-            h = self.run(wanted)[-1:]
-            logits = self.model.logits0(h)[0].float()
-            if self.temperature > 0:
-                p = torch.softmax(logits / self.temperature, -1)
-                c = int(torch.multinomial(p, 1, generator=self.gen))
-                probs.append(p.numpy())
-            else:
-                c = int(logits.argmax())
+            c = self.pick(self.run(wanted)[-1:], probs)
             drafts.append(c)
             wanted = [*wanted, c]
+        return self.proposal(drafts, probs)
+
+    def pick(self, h: torch.Tensor, probs: list[np.ndarray]) -> int:
+        """The next draft code from the last position's hidden state h (1, d); sampled
+        drafts append their distribution to ``probs``."""
+        logits = self.model.logits0(h)[0].float()
+        if self.temperature > 0:
+            p = torch.softmax(logits / self.temperature, -1)
+            probs.append(p.numpy())
+            return int(torch.multinomial(p, 1, generator=self.gen))
+        return int(logits.argmax())
+
+    @staticmethod
+    def proposal(drafts: list[int], probs: list[np.ndarray]) -> Proposal:
         return Proposal(tokens=drafts, probs=np.stack(probs) if probs else None)
 
 
@@ -134,7 +148,10 @@ class CodecLMTarget(_Cached):
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         if parents is not None:
             raise ValueError("the codec LM scores chains, not trees")
-        h = self.run([*self.inputs, *tokens])[-len(tokens) :]  # (K+1, d)
+        return self.scored(self.run([*self.inputs, *tokens])[-len(tokens) :])  # (K+1, d)
+
+    def scored(self, h: torch.Tensor) -> Scores:
+        """Scores of a pass's rows h (K+1, d), kept for ``levels``."""
         self._h = h
         return Scores(self.model.logits0(h).float().numpy())
 

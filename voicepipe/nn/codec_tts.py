@@ -27,11 +27,10 @@ from voicepipe.nn.codec_lm_decode import (  # noqa: F401 - re-exported for calle
     load_training_checkpoints,
     plan,
 )
+from voicepipe.nn.codec_synthesis import Synthesis, code_blocks, lm_steps
 from voicepipe.nn.phonemes import FrameAlign, frame_seconds
 from voicepipe.nn.threads import BUDGET
 from voicepipe.spec import rules
-from voicepipe.spec.adaptive import AdaptiveK
-from voicepipe.spec.loop import SpeculativeDecoder
 from voicepipe.spec.metrics import SpecMetrics
 from voicepipe.spec.rules import Rule
 from voicepipe.spec.sampling import SamplingParams
@@ -173,33 +172,7 @@ class CodecLMTTS:
         A text whose plan exceeds the codec LM's ``max_frames`` is spoken as several
         passes over pieces cut at sentence, then clause, then word boundaries
         (core/textsplit.py); the blocks follow each other as one utterance."""
-        total, rule = SpecMetrics(), self.rule(tts)
-        k = max(1, tts.spec_k)
-        for _piece, ids, al in self.plans(text, durations, pace):
-            target = CodecLMTarget(
-                self.m.target, conditioning(self.m.target, ids, al), seed=tts.seed
-            )
-            proposer = None
-            if tts.rule != "ar" and tts.spec_k > 0:
-                proposer = CodecLMProposer(
-                    self.m.draft,
-                    conditioning(self.m.draft, ids, al),
-                    temperature=tts.temperature,
-                    seed=tts.seed,
-                )
-            decoder = SpeculativeDecoder(
-                target,
-                proposer,
-                SamplingParams(temperature=tts.temperature, seed=tts.seed),
-                k=k,
-                rule=rule,
-                controller=lambda: AdaptiveK.for_codec(k, adaptive=tts.adaptive_k),
-            )
-            for out in decoder.generate([target.bos], al.n_frames):
-                yield target.levels(out)
-            total.merge(decoder.metrics)
-        if stats is not None:
-            stats.update(codec_stats(total))
+        return code_blocks(lm_steps(self, text, tts, stats, durations, pace))
 
     @property
     def max_frames(self) -> int:
@@ -273,54 +246,27 @@ class CodecLMTTS:
         durations: list[int] | None,
         pace: float,
     ):
-        dec = self.codec.stream_decoder()
-        q = self.codec.q
-        pending: list[np.ndarray] = []
-        n_pending, first = 0, True
+        syn = Synthesis(self, text, tts, stats, durations, pace)
         lm_s, t0 = 0.0, _now()
-        gen = self.codes(text, tts, stats, durations, pace)
-        while True:
-            t_lm = _now()
-            with BUDGET.claim(self.lm_threads) as n:  # (voicepipe/nn/threads.py)
-                torch.set_num_threads(n)
-                block = next(gen, None)
-            lm_s += _now() - t_lm
-            if block is None:
-                break
-            pending.append(block)
-            n_pending += len(block)
-            need = self.first_frames if first else self.chunk_frames
-            while n_pending >= need:
-                # Exactly ``need`` frames per push: the vocoder then sees a few fixed
-                # input widths, and oneDNN's cached conv primitives are reused.
-                codes = np.concatenate(pending)
-                wave = self._push(dec, codes[:need, :q])
-                rest = codes[need:]
-                pending, n_pending = ([rest] if len(rest) else []), len(rest)
-                first, need = False, self.chunk_frames
-                if len(wave):
-                    yield wave.numpy()
-        if n_pending:  # the tail in power-of-two pieces, for the same reason
-            codes = np.concatenate(pending)
-            for size in _pieces(len(codes)):
-                wave = self._push(dec, codes[:size, :q])
-                codes = codes[size:]
-                if len(wave):
-                    yield wave.numpy()
-        with BUDGET.claim(self.threads) as n:
-            torch.set_num_threads(n)
-            tail = dec.flush()
-        if len(tail):
-            yield tail.numpy()
+        try:
+            while not syn.done:
+                t_lm = _now()
+                # The thread count is set on the calling thread before each LM step and
+                # vocoder push: a stage advances the generator from whichever worker
+                # thread is free (voicepipe/nn/threads.py).
+                with BUDGET.claim(self.lm_threads) as n:
+                    torch.set_num_threads(n)
+                    syn.run_lm()
+                lm_s += _now() - t_lm
+                with BUDGET.claim(self.threads) as n:
+                    torch.set_num_threads(n)
+                    waves = syn.push()
+                yield from waves
+        finally:
+            syn.close()
         if stats is not None:
             stats["lm_s"] = lm_s
             stats["wall_s"] = _now() - t0
-
-    def _push(self, dec, codes: np.ndarray):  # noqa: ANN001, ANN202 (stream decoder, tensor)
-        """One vocoder push on the threads the process can spare (voicepipe/nn/threads.py)."""
-        with BUDGET.claim(self.threads) as n:
-            torch.set_num_threads(n)
-            return dec.push(codes)
 
     def warm_up(self) -> None:
         """Run every vocoder input width a stream uses once (first chunk, chunk, tail
@@ -384,11 +330,6 @@ class CodecLMTTS:
         q = self.m.target.args.n_q
         codes = np.concatenate(blocks) if blocks else np.zeros((0, q), np.int64)
         return codes, stats, lm_s
-
-
-def _pieces(n: int) -> list[int]:
-    """n as a sum of decreasing powers of two (13 → 8, 4, 1)."""
-    return [1 << b for b in range(n.bit_length() - 1, -1, -1) if n >> b & 1]
 
 
 def _now() -> float:

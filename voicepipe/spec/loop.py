@@ -49,8 +49,15 @@ class PrefillCall:
     tokens: list[int]
 
 
-Call = ScoreCall | PrefillCall
-Step = Generator[Call | list[int], Scores | np.ndarray | None, None]
+class ProposeCall(NamedTuple):
+    """``steps`` needs ``Proposer.propose(context, k)`` (only with ``defer_proposals``)."""
+
+    context: list[int]
+    k: int
+
+
+Call = ScoreCall | PrefillCall | ProposeCall
+Step = Generator[Call | list[int], Scores | np.ndarray | Proposal | None, None]
 
 
 class SpeculativeDecoder:
@@ -89,6 +96,9 @@ class SpeculativeDecoder:
         self.clock = clock
         self.metrics = SpecMetrics()
         self.k_cap: int | None = None  # a batch scheduler's cap on the drafts (steps)
+        # steps() yields a ProposeCall instead of calling the proposer: a batch scheduler
+        # then drafts for several sessions in the same draft-model passes (the codec LM's).
+        self.defer_proposals = False
         self._tree = bool(getattr(target, "tree", False))  # optional in the protocol
 
     def _controller(self) -> KController:
@@ -108,7 +118,7 @@ class SpeculativeDecoder:
     ) -> Iterator[list[int]]:
         """Yields the tokens each step emits (a stop token ends the stream, included)."""
         g = self.steps(prompt, max_new_tokens, stop_ids)
-        reply: Scores | np.ndarray | None = None
+        reply: Scores | np.ndarray | Proposal | None = None
         while True:
             try:
                 item = g.send(reply)
@@ -119,6 +129,9 @@ class SpeculativeDecoder:
                 reply = t.score(item.tokens) if item.parents is None else t.score(*item)
             elif isinstance(item, PrefillCall):
                 reply = self.target.prefill(item.tokens)
+            elif isinstance(item, ProposeCall):
+                assert self.proposer is not None
+                reply = self.proposer.propose(item.context, item.k)
             else:
                 reply = None
                 yield item
@@ -130,10 +143,10 @@ class SpeculativeDecoder:
         stop_ids: set[int] | frozenset[int] = frozenset(),
     ) -> Step:
         """``generate`` with its target passes left to the caller: yields a ``ScoreCall``
-        or ``PrefillCall`` and expects its result sent back, or a step's tokens (send
-        None). A batch scheduler runs several sessions' calls in one model pass this
-        way (voicepipe/nn/batched.py). ``k_cap``, read before each step's proposal,
-        caps that step's drafts (None: no cap)."""
+        or ``PrefillCall`` (and with ``defer_proposals`` a ``ProposeCall``) and expects its
+        result sent back, or a step's tokens (send None). A batch scheduler runs several
+        sessions' calls in one model pass this way (voicepipe/nn/batched.py). ``k_cap``,
+        read before each step's proposal, caps that step's drafts (None: no cap)."""
         self.metrics = m = SpecMetrics()
         ctl = self._controller()
         if self.proposer is None or self.k_init <= 0:
@@ -160,7 +173,12 @@ class SpeculativeDecoder:
                 k = min(k, self.k_cap)
             prop = Proposal(tokens=[])
             if k > 0 and self.proposer is not None:
-                prop = self.proposer.propose(seq, k)
+                if self.defer_proposals:
+                    got_p = yield ProposeCall(list(seq), k)
+                    assert isinstance(got_p, Proposal)
+                    prop = got_p
+                else:
+                    prop = self.proposer.propose(seq, k)
             t1 = clock()
             drafts = list(prop.tokens)
             base = self.target.length  # the cache holds seq[:-1]
