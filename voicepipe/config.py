@@ -202,6 +202,11 @@ class TtsConfig:
     # lower round-trip WER on the assistant's replies, docs/BENCHMARKS.md) or "predicted"
     # (the codec LM's own duration predictor, nn/duration.py, which imitates them).
     durations: str = "teacher"
+    # Every session's codec-LM synthesis on one worker (stages/tts_batch.py): LM steps of
+    # all speaking sessions batched, vocoder pushes earliest run-dry first; a session's
+    # synthesis waits while it is more than batch_ahead_ms ahead of its playout.
+    batching: bool = False
+    batch_ahead_ms: int = 2000
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ it has a job.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import time
 from collections import deque
@@ -31,45 +30,7 @@ from typing import Any
 
 from voicepipe.core.batching import BatchPolicy
 from voicepipe.spec.loop import PrefillCall, ScoreCall, SpeculativeDecoder
-
-DONE = object()  # a job's end
-_IDS = itertools.count(1)
-
-
-class Job:
-    """One session's work in the batcher: a prompt to feed, or a reply to decode."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.id = next(_IDS)
-        self._loop = loop
-        self._out: deque[Any] = deque()  # step outputs, then DONE or an exception
-        self._ready = asyncio.Event()
-        self.cancelled = False
-        self.finished = False
-
-    # worker side
-    def deliver(self, item: Any) -> None:
-        self._out.append(item)
-        try:
-            self._loop.call_soon_threadsafe(self._ready.set)
-        except RuntimeError:  # the session's loop is gone: nobody waits
-            self.cancelled = True
-
-    # asyncio side
-    async def next(self) -> Any:
-        """The next output (a step's tokens, a prefill chunk's size), or ``DONE``."""
-        while not self._out:
-            self._ready.clear()
-            if self._out:
-                break
-            await self._ready.wait()
-        item = self._out.popleft()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def cancel(self) -> None:
-        self.cancelled = True
+from voicepipe.stages.jobs import DONE, Job
 
 
 class _Feed(Job):

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Protocol
 
 import numpy as np
@@ -51,6 +52,7 @@ from voicepipe.frames import (
     TextChunk,
 )
 from voicepipe.stage import Stage
+from voicepipe.stages.jobs import DONE, Job
 
 log = logging.getLogger(__name__)
 # Speech rate used to guess the full length of a chunk cut off mid-synthesis.
@@ -110,6 +112,19 @@ class CodecLMBackend:
         yield from self.tts.stream(spoken, self.opts, stats)
         self.last_stats = stats
 
+    def submit(self, text: str, session: Hashable) -> Job | None:
+        """With ``tts.batching``: ``text`` spoken by the process's TTS batcher (its job
+        yields the audio chunks); else None (the caller runs ``stream``)."""
+        if not self.opts.batching:
+            return None
+        from voicepipe.stages.tts_batch import tts_batcher_for
+
+        stats: dict = {}
+        self.last_stats = stats
+        spoken = textnorm.normalize(text) if self.normalize else text
+        batcher = tts_batcher_for(self.tts, self.opts.batch_ahead_ms / 1000)
+        return batcher.speak(self.tts, spoken, self.opts, session, stats)
+
     def warm_up(self) -> None:
         self.tts.warm_up()
 
@@ -123,6 +138,7 @@ def make_backend(cfg: Config) -> TTSBackend:
 
 
 _DONE = object()
+_SESSIONS = itertools.count(1)
 
 
 def _warm_up(backend: TTSBackend) -> None:
@@ -143,6 +159,7 @@ class TTSStage(Stage):
         self.backend = backend
         self._reply_text: dict[int, list[str]] = {}
         self._spoken: dict[int, SpokenReply] = {}
+        self._session = next(_SESSIONS)  # this session's key in the TTS batcher
 
     async def start(self) -> None:
         if self.backend is None:
@@ -192,15 +209,15 @@ class TTSStage(Stage):
     async def _speak(self, frame: TextChunk) -> None:
         assert self.backend is not None
         start = now_ns()
-        gen = self.backend.stream(frame.text)
+        source = _Source(self.backend, frame.text, self._session)
         first = True
         samples = 0
         complete = False
         try:
             while True:
-                # One chunk per thread hop: cancellation (Interrupt) lands between chunks.
+                # One chunk at a time: cancellation (Interrupt) lands between chunks.
                 try:
-                    chunk = await asyncio.to_thread(next, gen, _DONE)
+                    chunk = await source.next()
                 except Exception as e:  # one bad chunk must not end the session
                     log.exception("tts backend failed on %r", frame.text)
                     await self.push(
@@ -241,7 +258,31 @@ class TTSStage(Stage):
                 )
         finally:
             self._record(frame.turn_id, frame.text, samples / self.backend.sample_rate, complete)
-            # If the worker thread is still inside the generator (cancelled mid-chunk),
-            # close() raises; the generator is then dropped when that chunk returns.
-            with contextlib.suppress(ValueError, AttributeError):
-                gen.close()  # type: ignore[attr-defined]
+            source.close()
+
+
+class _Source:
+    """A chunk's audio, one piece at a time: from the process's TTS batcher (codec-lm with
+    ``tts.batching``) or by advancing the backend's generator on a worker thread."""
+
+    def __init__(self, backend: TTSBackend, text: str, session: Hashable) -> None:
+        submit = getattr(backend, "submit", None)
+        self.job: Job | None = submit(text, session) if submit is not None else None
+        self.gen = backend.stream(text) if self.job is None else None
+
+    async def next(self) -> object:
+        """The next audio chunk, or ``_DONE``."""
+        if self.job is not None:
+            item = await self.job.next()
+            return _DONE if item is DONE else item
+        assert self.gen is not None
+        return await asyncio.to_thread(next, self.gen, _DONE)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self.job is not None:
+            self.job.cancel()  # (the batcher drops it before its next round)
+            return
+        # If the worker thread is still inside the generator (cancelled mid-chunk),
+        # close() raises; the generator is then dropped when that chunk returns.
+        with contextlib.suppress(ValueError, AttributeError):
+            self.gen.close()  # type: ignore[union-attr]
