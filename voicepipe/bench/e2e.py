@@ -6,8 +6,13 @@ per session, and measure ``e2e.voice_to_voice`` themselves: from the end of
 the user's speech (media time) to the first reply sample their playout buffer
 played. Questions are spoken by the teacher voice (hibari) at run time, so no
 audio ships with the benchmark. Concurrency levels 1, 2, 4, … up to
-``--concurrency`` run that many sessions at once; the largest level whose p95
-stays under 1.5 s is reported.
+``--concurrency`` (or the levels listed: ``--concurrency 1,2,4,8,12``) run that
+many sessions at once, each batch's sessions starting at seeded random offsets
+within ``--stagger-ms`` (default 1 s); the largest level whose p95 stays under
+1.5 s is reported. Per level (bench/e2e_levels.py): voice to voice, ``llm.ttft``
+and ``llm.tpot`` p50/p95/p99, the LLM's aggregate decode rate, the share of
+played audio concealed, server CPU seconds; ``--plot`` draws latency against
+sessions.
 
 Preemptive generation (``turns.preempt``): each turn's outcome (``kept``,
 ``cancelled`` or ``off``, from its ``llm.ttft`` span) is counted under
@@ -35,6 +40,15 @@ import json
 import sys
 from typing import Any
 
+from voicepipe.bench.e2e_levels import (
+    batches,
+    level_summary,
+    llm_usage,
+    offsets,
+    parse_levels,
+    plot,
+)
+
 QUESTIONS = [
     "What is the capital of France?",
     "How many days are there in a week?",
@@ -58,10 +72,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="3 questions, concurrency 1 only")
     p.add_argument(
         "--concurrency",
-        type=int,
-        default=1,
-        help="highest concurrency level to try (1, 2, 4, … up to this)",
+        default="1",
+        help="highest concurrency level to try (1, 2, 4, … up to this), or the levels "
+        "themselves: 1,2,4,8,12",
     )
+    p.add_argument(
+        "--stagger-ms",
+        type=float,
+        default=1000.0,
+        help="sessions of a level start at random offsets within this window (seeded)",
+    )
+    p.add_argument("--plot", metavar="PNG", help="draw voice to voice against sessions here")
     p.add_argument(
         "--questions",
         type=int,
@@ -138,13 +159,7 @@ def speak(texts: list[str], rate: int = 16000) -> list[Any]:
 
 
 def _levels(max_c: int) -> list[int]:
-    out, c = [], 1
-    while c <= max_c:
-        out.append(c)
-        c *= 2
-    if out[-1] != max_c:
-        out.append(max_c)
-    return out
+    return parse_levels(max_c)
 
 
 def _pcts(values: list[float]) -> dict[str, float]:
@@ -156,15 +171,24 @@ def _pcts(values: list[float]) -> dict[str, float]:
 
 
 async def _level(
-    srv: Any, cfg: Any, clips: list[Any], texts: list[str], c: int, log: Any
+    srv: Any,
+    cfg: Any,
+    clips: list[Any],
+    texts: list[str],
+    c: int,
+    log: Any,
+    stagger_s: float = 0.0,
 ) -> dict[str, Any]:
     import asyncio
 
     from voicepipe.client import ClientSession
 
+    async def later(s: ClientSession, delay_s: float) -> Any:
+        await asyncio.sleep(delay_s)
+        return await s.run()
+
     results = []
-    for start in range(0, len(clips), c):
-        batch = list(range(start, min(start + c, len(clips))))
+    for n, batch in enumerate(batches(len(clips), c)):
         sessions = [
             ClientSession(
                 srv.ws_url,
@@ -178,11 +202,13 @@ async def _level(
             )
             for i in batch
         ]
-        res = await asyncio.gather(*(s.run() for s in sessions))
+        delays = offsets(len(sessions), stagger_s, seed=1000 * c + n)
+        res = await asyncio.gather(*(later(s, d) for s, d in zip(sessions, delays, strict=True)))
         for i, r in zip(batch, res, strict=True):
             out = r.to_json()
             out["question"] = texts[i]
             out["preempt"] = _preempt_outcome(r.spans)
+            out["llm"] = llm_usage(r.spans)
             results.append(out)
             log(
                 f"  c={c} q{i}: v2v={out['latency_ms'].get('e2e.voice_to_voice', 'n/a')} ms "
@@ -227,7 +253,13 @@ def summarize(
         p = _pcts(vals)
         failed = len(lv["sessions"]) - len(vals)
         per_level.append(
-            {"concurrency": lv["concurrency"], "voice_to_voice_ms": p, "failed": failed}
+            {
+                "concurrency": lv["concurrency"],
+                "sessions": len(lv["sessions"]),
+                "voice_to_voice_ms": p,
+                "failed": failed,
+                **level_summary(lv["sessions"], lv.get("cpu_s")),
+            }
         )
         under = under and failed == 0 and bool(vals) and p["p95"] < LIMIT_MS
         if under:
@@ -260,7 +292,14 @@ def summarize(
 
 
 async def bench(
-    cfg: Any, *, pipeline: str, n_questions: int, max_c: int, log: Any, trace: str | None = None
+    cfg: Any,
+    *,
+    pipeline: str,
+    n_questions: int,
+    levels: list[int],
+    log: Any,
+    trace: str | None = None,
+    stagger_s: float = 0.0,
 ) -> dict[str, Any]:
     import asyncio
     import time
@@ -271,14 +310,17 @@ async def bench(
     clips = await asyncio.to_thread(speak, texts)
     log(f"bench e2e: {len(texts)} spoken questions; starting voicepipe serve ({pipeline}) …")
     async with serve_process(pipeline, cfg, trace=trace) as srv:
-        levels = []
+        done = []
         cpu0, t0 = srv.cpu_s(), time.monotonic()
         audio_s = 0.0
-        for c in _levels(max_c):
-            levels.append(await _level(srv, cfg, clips, texts, c, log))
-            audio_s += sum(len(x) for x in clips) / 16000
+        for c in levels:
+            c0 = srv.cpu_s()
+            lv = await _level(srv, cfg, clips, texts, c, log, stagger_s)
+            lv["cpu_s"] = srv.cpu_s() - c0
+            done.append(lv)
+            audio_s += sum(s["input_audio_s"] for s in lv["sessions"])
         cpu_s, wall_s = srv.cpu_s() - cpu0, time.monotonic() - t0
-    out = summarize(levels, cpu_s, audio_s, wall_s)
+    out = summarize(done, cpu_s, audio_s, wall_s)
     out["pipeline"] = pipeline
     out["questions"] = len(texts)
     return out
@@ -293,7 +335,8 @@ async def compare(
     rounds: int,
     log: Any,
     trace: str | None = None,
-    max_c: int = 1,
+    levels: list[int] | None = None,
+    stagger_s: float = 0.0,
 ) -> dict[str, Any]:
     """One server per variant (config overrides on top of ``cfg``), asked the same questions
     in turn (at each concurrency level 1, 2, 4, … up to ``max_c``: the level's first
@@ -309,7 +352,7 @@ async def compare(
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     names = list(variants)
-    levels = _levels(max_c)
+    levels = levels or [1]
     log(f"bench e2e: {len(texts)} spoken questions × {rounds}, variants {names}, alternating …")
     async with AsyncExitStack() as stack:
         servers = {}
@@ -320,7 +363,7 @@ async def compare(
         sessions: dict[str, dict[int, list[dict[str, Any]]]] = {
             m: {c: [] for c in levels} for m in names
         }
-        cpu = dict.fromkeys(names, 0.0)
+        cpu = {m: dict.fromkeys(levels, 0.0) for m in names}
         wall = dict.fromkeys(names, 0.0)
         for c in levels:
             for _ in range(rounds):
@@ -328,11 +371,13 @@ async def compare(
                     for name in names:
                         srv = servers[name]
                         cpu0, t0 = srv.cpu_s(), time.monotonic()
-                        lv = await _level(srv, cfg, clips[i : i + c], texts[i : i + c], c, log)
-                        cpu[name] += srv.cpu_s() - cpu0
+                        lv = await _level(
+                            srv, cfg, clips[i : i + c], texts[i : i + c], c, log, stagger_s
+                        )
+                        cpu[name][c] += srv.cpu_s() - cpu0
                         wall[name] += time.monotonic() - t0
                         sessions[name][c] += lv["sessions"]
-    audio_s = len(levels) * rounds * sum(len(x) for x in clips) / 16000
+    audio_s = sum(s["input_audio_s"] for c in levels for s in sessions[names[0]][c])
     out: dict[str, Any] = {
         "pipeline": pipeline,
         "questions": len(texts),
@@ -341,8 +386,11 @@ async def compare(
         "variants": {n: {"overrides": variants[n]} for n in names},
     }
     for name in names:
-        lvs = [{"concurrency": c, "sessions": sessions[name][c]} for c in levels]
-        out["variants"][name].update(summarize(lvs, cpu[name], audio_s, wall[name]))
+        lvs = [
+            {"concurrency": c, "sessions": sessions[name][c], "cpu_s": cpu[name][c]} for c in levels
+        ]
+        total = sum(cpu[name].values())
+        out["variants"][name].update(summarize(lvs, total, audio_s, wall[name]))
     return out
 
 
@@ -423,7 +471,12 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     n = 3 if args.quick else args.questions
-    max_c = 1 if args.quick else max(1, args.concurrency)
+    try:
+        levels = [1] if args.quick else parse_levels(args.concurrency)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    max_c = levels[-1]
+    stagger_s = max(0.0, args.stagger_ms) / 1000
 
     def log(msg: str) -> None:
         if not args.json:
@@ -437,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
                 args.config,
                 pipeline=args.pipeline,
                 n_questions=n,
-                max_c=max(1, args.concurrency),
+                max_c=max_c,
                 hold_s=args.hold,
                 ray_cpus=args.ray_cpus,
                 log=log,
@@ -469,13 +522,15 @@ def run(args: argparse.Namespace) -> int:
             rounds=max(1, args.rounds),
             log=log,
             trace=args.trace,
-            max_c=max_c,
+            levels=levels,
+            stagger_s=stagger_s,
         )
         if args.compare_preempt:
             out = asyncio.run(compare_preempt(args.config, **kw))
         else:
             variants = {v: [x for x in v.split(",") if x] for v in args.variant}
             out = asyncio.run(compare(args.config, variants, **kw))
+        _plot(args, out, log)
         print(json.dumps(out, indent=None if args.json else 2))
         return 0 if all(v["voice_to_voice_ms"] for v in out["variants"].values()) else 1
     out = asyncio.run(
@@ -483,10 +538,18 @@ def run(args: argparse.Namespace) -> int:
             args.config,
             pipeline=args.pipeline,
             n_questions=n,
-            max_c=max_c,
+            levels=levels,
             log=log,
             trace=args.trace,
+            stagger_s=stagger_s,
         )
     )
+    _plot(args, out, log)
     print(json.dumps(out, indent=None if args.json else 2))
     return 0 if out["voice_to_voice_ms"] else 1
+
+
+def _plot(args: argparse.Namespace, out: dict[str, Any], log: Any) -> None:
+    if args.plot:
+        plot(out, args.plot)
+        log(f"plot: {args.plot}")
