@@ -17,6 +17,9 @@ Per level and mode:
 - ``cpu_s`` (process CPU time) and ``wall_s``;
 - ``identical``: every session's audio has the same length in both modes (the same
   codes: the LM's steps may be batched, its decisions are the session's own).
+
+``vocoder_batch``: why the vocoder's pushes are ordered, not batched: HiFi-GAN over a
+push's mel for 1, 2 and 4 utterances at once, ms per utterance.
 """
 
 from __future__ import annotations
@@ -150,7 +153,8 @@ async def bench(cfg: Any, max_n: int, chunks: int, stagger_s: float, log: Any) -
             f"{b['stall_ms']['sum']} ms, cpu {a['cpu_s']} → {b['cpu_s']} s, "
             f"identical={row['identical']}"
         )
-    b = tts_batcher_for(CodecLMBackend(cfg).tts, cfg.tts.batch_ahead_ms / 1000)
+    backend = CodecLMBackend(cfg)
+    b = tts_batcher_for(backend.tts, cfg.tts.batch_ahead_ms / 1000)
     return {
         "replies": data.get("model", ""),
         "chunks": chunks,
@@ -163,7 +167,37 @@ async def bench(cfg: Any, max_n: int, chunks: int, stagger_s: float, log: Any) -
             "max_batch": b.max_batch,
             "pushes": b.pushes,
         },
+        "vocoder_batch": vocoder_batch(backend.tts.codec, cfg.codec.chunk_frames),
     }
+
+
+def vocoder_batch(codec: Any, chunk_frames: int, repeats: int = 5) -> dict[str, Any]:
+    """Would batching the vocoder pay? One push's mel (``chunk_frames`` codec frames and
+    the streaming context) through HiFi-GAN for B = 1, 2, 4 utterances at once, one
+    thread: ms per utterance (best of ``repeats``)."""
+    import torch
+
+    gen = codec.vocoder.model
+    dtype = next(gen.parameters()).dtype
+    width = chunk_frames * 4 + 26  # mel frames of a push and its left context
+    out: dict[str, Any] = {"threads": 1, "mel_frames": width}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            for batch in (1, 2, 4):
+                x = torch.randn(batch, 80, width, generator=torch.Generator().manual_seed(0))
+                x = x.to(dtype)
+                gen(x)  # (oneDNN builds its primitive for this shape)
+                best = float("inf")
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    gen(x)
+                    best = min(best, time.perf_counter() - t0)
+                out[f"ms_per_utterance_b{batch}"] = round(1000 * best / batch, 1)
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
