@@ -12,14 +12,15 @@ TTS). WER is scored
 as `bench textnorm` scores it: reference (the reply as written) and transcript
 both through the front-end, then ``core.wer`` ("1969" = "nineteen sixty-nine").
 
-Rows: ``hibari`` (the teacher); codec LM ``<rule>-streamed`` (the configured
-default, streamed end to end, what a session runs) and ``ar-streamed`` (plain
-AR, the vocoder's share); then LM-only rows per rule and β as `bench tts` does
-(``ar`` is the speedup baseline). Per row: WER, ``dropout`` (share of reference
-words lost in runs of >= 5 consecutive words: phrases or sentences not heard
-at all; ``core.wer.dropout``), RTF, ttfa (median, call → first audio of the
-first chunk), speedup, and the ``worst`` replies by WER with their
-transcripts, for error analysis.
+Rows: ``hibari`` (the teacher); ``codec`` ``resynth`` (the teacher's audio encoded
+by the codec and decoded: the ceiling of any codec LM over it); codec LM
+``<rule>-streamed`` (the configured default, streamed end to end, what a session
+runs) and ``ar-streamed`` (plain AR, the vocoder's share); then LM-only rows per
+rule and β as `bench tts` does (``ar`` is the speedup baseline). Per row: WER,
+``dropout`` (share of reference words lost in runs of >= 5 consecutive words:
+phrases or sentences not heard at all; ``core.wer.dropout``), RTF, ttfa (median,
+call → first audio of the first chunk), speedup, and the ``worst`` replies by WER
+with their transcripts, for error analysis.
 """
 
 from __future__ import annotations
@@ -156,6 +157,19 @@ def _hibari(chunks: list[list[str]]) -> list[_Said]:
     return out
 
 
+def _resynth(codec: Any, said: list[_Said]) -> list[_Said]:
+    """Each chunk of ``said`` encoded by ``codec`` and decoded again."""
+    out = []
+    for s in said:
+        r = _Said()
+        for a in s.audio:
+            t0 = time.perf_counter()
+            wave = codec.decode(codec.encode(a)).numpy() if len(a) else a
+            r.add(wave, time.perf_counter() - t0, 0.0, 0.0, {})
+        out.append(r)
+    return out
+
+
 def run_replies(args: argparse.Namespace) -> dict:
     import json
 
@@ -179,8 +193,6 @@ def run_replies(args: argparse.Namespace) -> dict:
         brief = {k: v for k, v in row.items() if k != "worst"}
         print(json.dumps(brief), file=sys.stderr, flush=True)
 
-    if not args.no_hibari:
-        emit(_score("hibari", "-", None, _hibari(chunks), replies, asr, None, worst))
     models = None
     if args.ckpt:  # a training checkpoint, e.g. one trained with the domain corpus
         from voicepipe.nn.codec_tts import load_training_checkpoints
@@ -190,6 +202,12 @@ def run_replies(args: argparse.Namespace) -> dict:
     tts.threads, tts.lm_threads = args.threads, args.lm_threads
     tts.durations = args.durations or args.config.tts.durations
     tts.warm_up()
+    if not args.no_hibari:
+        said = _hibari(chunks)
+        emit(_score("hibari", "-", None, said, replies, asr, None, worst))
+        # The codec's own ceiling: the teacher's audio through the codec (encode to its
+        # levels, decode), judged the same way; no codec LM can sound clearer than this.
+        emit(_score("codec", "resynth", None, _resynth(tts.codec, said), replies, asr, None, 0))
 
     def streamed(opts) -> list[_Said]:  # noqa: ANN001
         out = []
