@@ -120,3 +120,48 @@ async def test_barge_in_cancels_one_session_inside_a_batch(cfg, engine) -> None:
     # The cancelled session can talk again, batched, and its reply is whole.
     again = await _reply(cut, other_q, turn=3)
     assert again
+
+
+class _SpyKernel:
+    """The fused kernel, noting the thread count each batched pass asked for."""
+
+    def __init__(self, real) -> None:  # noqa: ANN001
+        self.real, self.threads = real, []
+
+    def forward_batch(self, *args):  # noqa: ANN002, ANN202
+        self.threads.append(args[-1])
+        return self.real.forward_batch(*args)
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("decode_threads", [1, 2])
+def test_a_batched_pass_takes_the_decode_threads_and_stays_bit_identical(
+    engine, decode_threads: int
+) -> None:
+    """llm.decode_threads = 2 (the 1.5B default): a batched pass of a few rows, run while
+    no other model call is in flight, takes both cores as a lone decode pass does; rows
+    stay bit-identical to each session's own one-thread pass."""
+    from voicepipe.nn.batched import Pass, score_batch
+
+    model = engine.target.model
+    if model.fused is None:
+        pytest.skip("no fused kernel here")
+    prompts = [engine.tokenizer.chat_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
+    alone, batched = [engine.fork() for _ in prompts], [engine.fork() for _ in prompts]
+    for a, b, p in zip(alone, batched, prompts, strict=True):
+        a.target.prefill(p)
+        b.target.prefill(p)
+        b.target.decode_threads = decode_threads
+    rows = [[11, 22], [44], [55, 66]]
+    want = [e.target.score(r) for e, r in zip(alone, rows, strict=True)]
+    spy = _SpyKernel(model.fused)
+    model.fused = spy
+    try:
+        got = score_batch(model, [Pass(e.target, r) for e, r in zip(batched, rows, strict=True)])
+    finally:
+        model.fused = spy.real
+    assert spy.threads == [2 if decode_threads == 2 else 0]  # 0: the kernel's own (one)
+    for w, g in zip(want, got, strict=True):
+        assert (w.logits == g.logits).all() and (w.best == g.best).all()

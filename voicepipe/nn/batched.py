@@ -85,7 +85,12 @@ def score_batch(model: llama.Transformer, passes: list[Pass]) -> list[Scores]:
     heads = sum(1 if p.prompt is not None else len(p.tokens) for p in passes)  # logits rows
     best = torch.empty(heads, dtype=torch.long)
     # Many rows make the pass compute-bound: both cores then, unless other calls hold them.
-    want = 2 if len(tokens) >= _ROWS_FOR_TWO_THREADS else 1
+    # A model whose decode pass is worth two threads even alone (``decode_threads``: the
+    # 1.5B reads ~1 GB a step, more than one core's memory bandwidth) gets them always.
+    want = max(
+        2 if len(tokens) >= _ROWS_FOR_TWO_THREADS else 1,
+        max(p.target.decode_threads for p in passes),
+    )
     with torch.inference_mode(), BUDGET.claim(want, every_session=True) as n:
         logits = fused.forward_batch(
             tokens,
