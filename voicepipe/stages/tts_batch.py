@@ -14,7 +14,9 @@ worker repeats, while any session has speech to make:
    acceptance rule on its own rows; failing that, the next most urgent push.
 
 Two workers (one per core) take tasks this way: one LM step at a time, and a
-synthesis is in at most one task. The vocoder is not batched: its convolutions are
+synthesis is in at most one task; a third takes only the tasks of sessions with no
+audio left to play (a reply's first audio, a session running dry), so those need not
+wait for the pushes in flight. The vocoder is not batched: its convolutions are
 compute-bound here, a batch of 4 costs 4 single pushes (docs/BENCHMARKS.md); two
 pushes run side by side instead. Nothing due: the workers sleep until the first
 synthesis becomes due or new work arrives. Sessions join and leave between tasks,
@@ -67,12 +69,15 @@ class TtsBatcher:
         self.dry = RunDry(ahead_s)
         # Two cores: one worker can run the batched LM step or a vocoder push while the
         # other pushes another session's audio (a push is compute-bound and 20-90 ms).
+        # One more worker serves only sessions with no audio left to play (a reply's first
+        # audio, a session running dry): they need not wait for a push in flight.
         self.workers = workers or min(2, os.cpu_count() or 1)
         self._jobs: dict[int, _Speak] = {}
         self._new: deque[_Speak] = deque()
         self._cv = threading.Condition()
-        self._running = 0  # worker threads alive
-        self._lm_busy = False  # an LM step is in flight (one at a time: they are batched)
+        self._running = 0  # worker threads alive (not counting the urgent one)
+        self._urgent = False  # the urgent worker is alive
+        self._lm_running = 0  # LM steps in flight (the workers': one at a time, batched)
         self._wait_s = _IDLE_EXIT_S  # how long nothing is due (``_next_task``)
         # counters for tests, metrics and `voicepipe bench tts-batch`
         self.lm_steps = 0  # batched codec-LM steps (draft passes + a verify pass)
@@ -99,23 +104,31 @@ class TtsBatcher:
             while self._running < self.workers:
                 self._running += 1
                 threading.Thread(target=self._run, name="tts-batch", daemon=True).start()
+            if not self._urgent:
+                self._urgent = True
+                threading.Thread(
+                    target=self._run, args=(True,), name="tts-urgent", daemon=True
+                ).start()
             self._cv.notify_all()
         return job
 
     # ------------------------------------------------------------ workers
 
-    def _run(self) -> None:
+    def _run(self, urgent: bool = False) -> None:
         while True:
             with self._cv:
-                task = self._next_task()
+                task = self._next_task(urgent)
                 while task is None:
                     if not self._jobs and not self._new:
                         if not self._cv.wait(_IDLE_EXIT_S) and not self._jobs and not self._new:
-                            self._running -= 1  # idle: the next job starts new workers
+                            if urgent:  # idle: the next job starts new workers
+                                self._urgent = False
+                            else:
+                                self._running -= 1
                             return
                     else:
                         self._cv.wait(self._wait_s)
-                    task = self._next_task()
+                    task = self._next_task(urgent)
             kind, jobs = task
             try:
                 done = self._lm_step(jobs) if kind == "lm" else self._push(jobs[0])
@@ -123,16 +136,17 @@ class TtsBatcher:
                 done = [(j, e) for j in jobs]
             with self._cv:
                 if kind == "lm":
-                    self._lm_busy = False
+                    self._lm_running -= 1
                 for j in jobs:
                     j.busy = False
                 for j, item in done:
                     self._finish(j, item)
                 self._cv.notify_all()
 
-    def _next_task(self) -> tuple[str, list[_Speak]] | None:
+    def _next_task(self, urgent: bool = False) -> tuple[str, list[_Speak]] | None:
         """Under the lock: the next thing to run (marking its jobs busy), or None (then
-        ``_wait_s`` says how long nothing is due)."""
+        ``_wait_s`` says how long nothing is due). ``urgent``: only for sessions with no
+        audio left to play, and an LM step even while another is in flight."""
         while self._new:
             job = self._new.popleft()
             self._jobs[job.id] = job
@@ -149,14 +163,19 @@ class TtsBatcher:
             if wake is not None:
                 self._wait_s = max(0.001, wake - now)
             return None
+        if urgent:
+            due = [j for j in due if self.dry.deadline(j.want) <= now]
+            self._wait_s = _IDLE_EXIT_S  # (a new job or any task's end wakes it)
+            if not due:
+                return None
         short = [j for j in due if j.syn.wants_frames()]
         ready = [j for j in due if j.syn.can_push()]
         # The most urgent first: its push, or the LM step that gives it frames (every
         # due synthesis short of frames joins that step); else someone else's push.
         if ready and ready[0] is due[0]:
             return self._take("push", ready[:1])
-        if short and not self._lm_busy:
-            self._lm_busy = True
+        if short and (urgent or not self._lm_running):
+            self._lm_running += 1
             return self._take("lm", short)
         if ready:
             return self._take("push", ready[:1])
