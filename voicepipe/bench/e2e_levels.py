@@ -7,10 +7,12 @@ within ``--stagger-ms`` (realistic load: people do not all stop talking in the s
 millisecond), and the questions differ in length and so do the replies.
 
 Per level (``level_summary``): voice to voice p50/p95/p99, ``llm.ttft`` and
-``llm.tpot`` p50/p95/p99, the LLM's aggregate decode rate (every session's reply
-tokens over the time any session was decoding: the union of their
-[first-token request, last token] windows), the share of played audio the
-clients' playout concealed, and the server's CPU seconds in the level. ``plot``
+``llm.tpot`` p50/p95/p99, the LLM's aggregate rate (every session's reply tokens
+over the time any session was decoding: the union of their [first-token request,
+last token] windows; a reply's decoding also waits while the TTS's queue is full,
+so this is the rate the pipeline delivered, not the LLM's capacity, which
+`voicepipe bench batch` measures alone), the share of played audio the clients'
+playout concealed, and the server's CPU seconds in the level. ``plot``
 draws voice to voice against sessions (PNG).
 """
 

@@ -1,9 +1,11 @@
 """TTS stage: TextChunk → ReplyAudio as soon as the first codec frame decodes.
 
 Backends (``tts.backend``) are synchronous generators of float32 audio chunks;
-the stage pulls one chunk at a time in a worker thread, so an ``Interrupt``
-(which cancels the in-flight ``process``) stops synthesis at the next chunk
-boundary and nothing of the old turn is pushed after it.
+the stage pulls one chunk at a time in a worker thread (or, codec-lm with
+``tts.batching``, from the process's TTS batcher, stages/tts_batch.py, which
+speaks every session's text on shared workers), so an ``Interrupt`` (which
+cancels the in-flight ``process``) stops synthesis at the next chunk boundary
+and nothing of the old turn is pushed after it.
 
 - ``codec-lm``: the project's codec LM with speculative decoding, streamed
   frame by frame into the MelVQ codec's streaming decoder (nn/codec_tts.py).
