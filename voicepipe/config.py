@@ -204,8 +204,9 @@ class TtsConfig:
     durations: str = "teacher"
     # Every session's codec-LM synthesis on one worker (stages/tts_batch.py): LM steps of
     # all speaking sessions batched, vocoder pushes earliest run-dry first; a session's
-    # synthesis waits while it is more than batch_ahead_ms ahead of its playout.
-    batching: bool = False
+    # synthesis waits while it is more than batch_ahead_ms ahead of its playout. On by
+    # default: at 1 session as fast, at 4-8 sessions faster (docs/BENCHMARKS.md).
+    batching: bool = True
     batch_ahead_ms: int = 2000
 
 
