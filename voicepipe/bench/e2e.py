@@ -482,6 +482,12 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
+    if max_c > args.config.server.max_sessions:  # measuring load, not admission
+        from voicepipe.config import apply_overrides
+
+        args.config = apply_overrides(args.config, [f"server.max_sessions={max_c}"])
+        log(f"bench e2e: server.max_sessions raised to {max_c} for the {max_c}-session level")
+
     if args.ray:
         from voicepipe.bench import e2e_ray
 
