@@ -352,7 +352,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="", help="checkpoint directory instead of codec-lm-hibari")
     p.add_argument("--ckpt", default="", help="evaluate a training checkpoint (runs/tts/…)")
-    p.add_argument("--duration-ckpt", default="", help="with --ckpt: duration checkpoint")
+    p.add_argument(
+        "--duration-ckpt",
+        default="",
+        help="with --ckpt: duration checkpoint (default: the shipped model's predictor)",
+    )
     p.add_argument("--no-hibari", action="store_true", help="skip the hibari baseline row")
     p.add_argument("--plot", default="", help="write a speedup/WER-vs-β PNG here")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -195,16 +195,22 @@ def load_models(path: str | Path) -> TTSModels:
     return TTSModels(target, draft, duration)
 
 
-def load_training_checkpoints(lm_ckpt: str | Path, dur_ckpt: str | Path) -> TTSModels:
-    """Models straight from `voicepipe train tts` checkpoints (for evaluating a run)."""
+def load_training_checkpoints(lm_ckpt: str | Path, dur_ckpt: str | Path | None = None) -> TTSModels:
+    """Models straight from `voicepipe train tts` checkpoints (for evaluating a run); no
+    ``dur_ckpt``: the shipped model's duration predictor."""
     lm = torch.load(lm_ckpt, map_location="cpu", weights_only=False)
-    du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
     target = CodecLM(ModelArgs(**lm["args"]["target"]))
     draft = CodecLM(ModelArgs(**lm["args"]["draft"]))
-    duration = DurationPredictor(DurArgs(**du["args"]["duration"]))
     target.load_state_dict(lm["models"]["target"])
     draft.load_state_dict(lm["models"]["draft"])
-    duration.load_state_dict(du["models"]["duration"])
+    if dur_ckpt:
+        du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
+        duration = DurationPredictor(DurArgs(**du["args"]["duration"]))
+        duration.load_state_dict(du["models"]["duration"])
+    else:
+        from voicepipe import registry
+
+        duration = load_models(registry.resolve("codec-lm-hibari")).duration
     return TTSModels(target.eval(), draft.eval(), duration.eval())
 
 

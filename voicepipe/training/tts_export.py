@@ -48,33 +48,40 @@ def loss_plot(runs: list[Path], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def export(lm_ckpt: Path, dur_ckpt: Path, name: str, description: str) -> Path:
+def export(lm_ckpt: Path, dur_ckpt: Path | None, name: str, description: str) -> Path:
+    """``dur_ckpt`` None: keep the duration predictor already in models/<name>/ (a new
+    codec LM over the same alignment)."""
     import torch
 
     out = REPO_ROOT / "models" / name
     out.mkdir(parents=True, exist_ok=True)
     lm = torch.load(lm_ckpt, map_location="cpu", weights_only=False)
-    du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
-    parts = {
-        "target": lm["models"]["target"],
-        "draft": lm["models"]["draft"],
-        "duration": du["models"]["duration"],
-    }
+    parts = {"target": lm["models"]["target"], "draft": lm["models"]["draft"]}
+    if dur_ckpt is not None:
+        du = torch.load(dur_ckpt, map_location="cpu", weights_only=False)
+        parts["duration"] = du["models"]["duration"]
+        dur_args, dur_step = du["args"]["duration"], du["step"]
+    else:
+        kept = json.loads((out / "config.json").read_text())
+        if not (out / "duration.pt").exists():
+            raise SystemExit(f"no {out / 'duration.pt'} to keep: give --duration")
+        dur_args, dur_step = kept["duration"], kept["provenance"]["duration_step"]
     for k, state in parts.items():
         torch.save(_fp16(state), out / f"{k}.pt")
     cfg = {
         "target": lm["args"]["target"],
         "draft": lm["args"]["draft"],
-        "duration": du["args"]["duration"],
+        "duration": dur_args,
         "provenance": {
             "lm_step": lm["step"],
             "lm_minutes": round(lm["elapsed"] / 60, 1),
-            "duration_step": du["step"],
+            "duration_step": dur_step,
             "lm_ckpt": lm_ckpt.name,
         },
     }
     (out / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
-    loss_plot([lm_ckpt.parent, dur_ckpt.parent], out / "loss.png")
+    runs = [lm_ckpt.parent] + ([dur_ckpt.parent] if dur_ckpt is not None else [])
+    loss_plot(runs, out / "loss.png")
     files = ["target.pt", "draft.pt", "duration.pt", "config.json"]
     lines = [
         f'name = "{name}"',
@@ -104,7 +111,7 @@ def _handler(args: argparse.Namespace) -> int:
         "small draft for speculative decoding, duration predictor. Predicts MelVQ "
         "(melvq-hibari) codes; see models/codec-lm-hibari/README.md."
     )
-    m = export(Path(args.lm), Path(args.duration), args.name, desc)
+    m = export(Path(args.lm), Path(args.duration) if args.duration else None, args.name, desc)
     print(f"tts-export: wrote {m} and models/{args.name}/")
     return 0
 
@@ -116,6 +123,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--lm", required=True, help="codec-LM checkpoint (runs/tts/RUN/stepN.pt)")
-    p.add_argument("--duration", required=True, help="duration-predictor checkpoint")
+    p.add_argument(
+        "--duration",
+        default="",
+        help="duration-predictor checkpoint (default: keep the one in models/NAME)",
+    )
     p.add_argument("--name", default="codec-lm-hibari")
     p.set_defaults(func=_handler)
