@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
+
+from voicepipe.bench._progress import progress
 
 QUESTIONS = [
     "What are three simple ways to sleep better?",
@@ -149,9 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tokens:
         cfg = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, max_new_tokens=args.tokens))
 
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
+    log = progress(args)
 
     out = asyncio.run(bench(cfg, max(1, args.sessions), log))
     print(json.dumps(out, indent=None if args.json else 2))

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from voicepipe.bench._progress import progress
 from voicepipe.bench.e2e_levels import (
     batches,
     level_summary,
@@ -477,11 +477,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(str(e)) from None
     max_c = levels[-1]
     stagger_s = max(0.0, args.stagger_ms) / 1000
-
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
-
+    log = progress(args)
     if max_c > args.config.server.max_sessions:  # measuring load, not admission
         from voicepipe.config import apply_overrides
 

@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from voicepipe.bench import attackers as attackers_mod
+from voicepipe.bench._progress import progress
 from voicepipe.bench.e2e import QUESTIONS, _pcts, speak
 
 
@@ -172,9 +173,7 @@ async def bench(
 
 
 def run(args: argparse.Namespace) -> int:
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
+    log = progress(args)
 
     out = asyncio.run(
         bench(

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from voicepipe.bench._progress import progress
 from voicepipe.cli import add_config_arg
 
 QUESTIONS = [
@@ -141,9 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe.bench.e2e import speak
 
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
+    log = progress(args)
 
     clips = [(pcm, 16000) for pcm in speak(QUESTIONS)]
     out = asyncio.run(

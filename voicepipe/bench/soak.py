@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
+from voicepipe.bench._progress import progress
 from voicepipe.bench.e2e import QUESTIONS, speak
 
 
@@ -219,9 +219,7 @@ async def soak(
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
+    log = progress(args)
 
     out, samples, latencies = asyncio.run(
         soak(

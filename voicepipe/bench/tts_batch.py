@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
+
+from voicepipe.bench._progress import progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -203,9 +204,7 @@ def vocoder_batch(codec: Any, chunk_frames: int, repeats: int = 5) -> dict[str, 
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    def log(msg: str) -> None:
-        if not args.json:
-            print(msg, file=sys.stderr, flush=True)
+    log = progress(args)
 
     out = asyncio.run(
         bench(args.config, max(1, args.sessions), args.chunks, args.stagger_ms / 1000, log)
