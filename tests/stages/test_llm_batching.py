@@ -37,19 +37,26 @@ def _batched(cfg: Config) -> Config:
     return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=True))
 
 
-def test_forward_batch_rows_equal_each_callers_own_pass(engine) -> None:
-    """Three caches at different positions in one kernel call: each segment's logits and
-    cache rows are bit-identical to its own pass."""
-    from voicepipe.nn.batched import Pass, score_batch
-
-    model = engine.target.model
-    if model.fused is None:
+def _prefilled_pairs(engine):  # noqa: ANN001, ANN202
+    """Two forks per question, each with the question's prompt prefilled: one to score
+    alone, one to score in a batch (skips without the fused kernel)."""
+    if engine.target.model.fused is None:
         pytest.skip("no fused kernel here")
     prompts = [engine.tokenizer.chat_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
     alone, batched = [engine.fork() for _ in prompts], [engine.fork() for _ in prompts]
     for a, b, p in zip(alone, batched, prompts, strict=True):
         a.target.prefill(p)
         b.target.prefill(p)
+    return alone, batched
+
+
+def test_forward_batch_rows_equal_each_callers_own_pass(engine) -> None:
+    """Three caches at different positions in one kernel call: each segment's logits and
+    cache rows are bit-identical to its own pass."""
+    from voicepipe.nn.batched import Pass, score_batch
+
+    model = engine.target.model
+    alone, batched = _prefilled_pairs(engine)
     rows = [[11, 22, 33], [44], [55, 66]]  # a verify pass of 2, 0 and 1 drafts
     want = [e.target.score(r) for e, r in zip(alone, rows, strict=True)]
     got = score_batch(model, [Pass(e.target, r) for e, r in zip(batched, rows, strict=True)])
@@ -146,13 +153,8 @@ def test_a_batched_pass_takes_the_decode_threads_and_stays_bit_identical(
     from voicepipe.nn.batched import Pass, score_batch
 
     model = engine.target.model
-    if model.fused is None:
-        pytest.skip("no fused kernel here")
-    prompts = [engine.tokenizer.chat_ids([{"role": "user", "content": q}]) for q in QUESTIONS]
-    alone, batched = [engine.fork() for _ in prompts], [engine.fork() for _ in prompts]
-    for a, b, p in zip(alone, batched, prompts, strict=True):
-        a.target.prefill(p)
-        b.target.prefill(p)
+    alone, batched = _prefilled_pairs(engine)
+    for b in batched:
         b.target.decode_threads = decode_threads
     rows = [[11, 22], [44], [55, 66]]
     want = [e.target.score(r) for e, r in zip(alone, rows, strict=True)]

@@ -12,6 +12,8 @@ import dataclasses
 import numpy as np
 import pytest
 
+from tests.stages._frames import sink as _sink
+from tests.stages._frames import wait_for as _wait_for
 from voicepipe import config
 from voicepipe.frames import (
     Frame,
@@ -38,21 +40,6 @@ TEXTS = [
 def _cfg(batching: bool) -> config.Config:
     c = config.Config()
     return dataclasses.replace(c, tts=dataclasses.replace(c.tts, batching=batching))
-
-
-def _sink(out: list[Frame]):
-    async def sink(f: Frame) -> None:
-        out.append(f)
-
-    return sink
-
-
-async def _wait_for(out: list[Frame], kind: type, timeout_s: float = 120.0) -> None:
-    for _ in range(int(timeout_s / 0.02)):
-        if any(isinstance(f, kind) for f in out):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no {kind.__name__} within {timeout_s} s")
 
 
 async def _speak_all(batching: bool, texts: list[str]) -> list[list[Frame]]:

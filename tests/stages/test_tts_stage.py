@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
 
+from tests.stages._frames import sink as _sink
+from tests.stages._frames import wait_for as _wait_for
 from voicepipe import config
 from voicepipe.frames import (
     ErrorFrame,
@@ -48,21 +48,6 @@ async def test_text_chunks_become_audio_span_and_reply_end(backend: HibariBacken
     assert len(ends) == 1 and "Paris" in ends[0].text and "spring" in ends[0].text
     assert out.index(ends[0]) > out.index(audio[-1])
     assert all(np.isfinite(a.pcm).all() for a in audio)
-
-
-async def _wait_for(out: list[Frame], kind: type, timeout_s: float = 120.0) -> None:
-    for _ in range(int(timeout_s / 0.02)):
-        if any(isinstance(f, kind) for f in out):
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"no {kind.__name__} within {timeout_s} s")
-
-
-def _sink(out: list[Frame]):
-    async def sink(f: Frame) -> None:
-        out.append(f)
-
-    return sink
 
 
 async def test_interrupt_stops_old_turn_at_once(backend: HibariBackend) -> None:
