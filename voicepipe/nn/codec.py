@@ -212,9 +212,7 @@ class MelVQCodec:
     @property
     def vocoder(self):
         if self._vocoder is None:
-            from voicepipe.nn.hifigan import Vocoder, load_generator
-
-            self._vocoder = Vocoder(load_generator(self._vocoder_name))
+            self._vocoder = load_vocoder(self._vocoder_name)
         return self._vocoder
 
     def decode(self, codes) -> torch.Tensor:
@@ -269,8 +267,10 @@ class MelVQCodec:
 class CodecStreamDecoder:
     """Codes frame by frame (or in blocks) → audio chunks; seams match whole-utterance decode.
 
-    Wraps ``ExactStreamingVocoder`` (each conv keeps its own left context; audio
-    for a mel frame comes out once about 12 further frames have arrived) or, with
+    Wraps ``IstftStream`` for the frame-rate iSTFT vocoder (audio for a mel frame
+    comes out 9 frames later), ``ExactStreamingVocoder`` for HiFi-GAN (each conv
+    keeps its own left context; audio for a mel frame comes out once about 12
+    further frames have arrived) or, with
     ``exact=False`` or a vocoder that is not the fast generator, ``StreamingVocoder``
     (audio for a step is emitted once ``lookahead`` further mel frames have arrived,
     ``left`` frames of context re-synthesized per chunk). ``flush`` emits the rest.
@@ -282,10 +282,14 @@ class CodecStreamDecoder:
     ) -> None:
         from voicepipe.nn.hifigan import FastGenerator, StreamingVocoder
         from voicepipe.nn.hifigan_stream import ExactStreamingVocoder
+        from voicepipe.nn.istft_stream import IstftRunner, IstftStream
 
         self.codec = codec
         voc = codec.vocoder
-        if exact and isinstance(getattr(voc, "model", None), FastGenerator):
+        self.sv: IstftStream | ExactStreamingVocoder | StreamingVocoder
+        if isinstance(voc, IstftRunner):
+            self.sv = IstftStream(voc)  # always exact: its convs keep their own state
+        elif exact and isinstance(getattr(voc, "model", None), FastGenerator):
             self.sv = ExactStreamingVocoder(voc)
         else:
             self.sv = StreamingVocoder(voc, left=left, lookahead=lookahead)
@@ -303,6 +307,28 @@ class CodecStreamDecoder:
 
     def reset(self) -> None:
         self.sv.reset()
+
+
+def load_vocoder(name: str):  # noqa: ANN201 - hifigan.Vocoder | istft_stream.IstftRunner
+    """The vocoder a name (``codec.vocoder``), directory or file holds: HiFi-GAN
+    (``hifigan-universal``) or the frame-rate iSTFT vocoder (``vocoder-hibari``)."""
+    from voicepipe import registry
+    from voicepipe.nn.istft_vocoder import FILE_NAME, IstftVocoder, is_istft_vocoder
+
+    p = registry.resolve(str(name))
+    if is_istft_vocoder(p):
+        from voicepipe.nn.istft_stream import IstftRunner
+
+        try:
+            return IstftRunner(IstftVocoder.load(p / FILE_NAME if p.is_dir() else p))
+        except Exception as e:  # truncated, not a checkpoint, other arrays: name the fix
+            raise registry.ModelError(
+                f"{p}: cannot load the iSTFT vocoder ({e}); fetch it again with: "
+                f"voicepipe models pull {name} --force"
+            ) from e
+    from voicepipe.nn.hifigan import Vocoder, load_generator
+
+    return Vocoder(load_generator(p))
 
 
 def from_config(cfg, *, q: int | None = None) -> Codec:
