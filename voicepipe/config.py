@@ -117,6 +117,9 @@ class LlmConfig:
     # Prompt lookup, the reply store, then the 1.5B's EAGLE draft (models/qwen2.5-coder-1.5b-draft).
     drafter: str = "ngram+qwen2.5-coder-1.5b-draft"  # none | ngram | EAGLE | GGUF | ngram+<either>
     reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store
+    # ngram+<draft> with tools on: draft a tool call's JSON from the tools' schemas
+    # (spec/skeleton.py) before prompt lookup.
+    tool_skeleton: bool = True
     spec_k: int = 4
     adaptive_k: bool = True
     temperature: float = 0.0

@@ -46,6 +46,9 @@ class Tunings:
     store_min_path: float = 0.5
     store_first_order: int = 3
     store_first_share: float = 0.8
+    # Tool-call skeletons (spec.skeleton) draft after a match of >= skeleton_min_n of
+    # their tokens: two can be speech (' "', ','), three are a call's JSON.
+    skeleton_min_n: int = 3
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,12 @@ most of them, that continuation is drafted, again without a model step. A
 short lookup match (≤ ``store_first_order`` tokens: right about half the time)
 yields to the store where ≥ ``store_first_share`` of its occurrences agree on
 the first token.
+
+In front of them all, while tools are on, the session's tool-call skeletons
+(``spec.skeleton``, set by the LLM stage as ``skeleton``): the JSON a call is
+written in follows from the tools' schemas, which the lookup only half finds
+in the prompt. They propose only inside a call (a match of several skeleton
+tokens), so ordinary speech never reaches them.
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ from voicepipe.spec.types import Proposal, Proposer
 
 
 class HybridProposer:
-    """ngram's proposal when it has one, else ``store``'s (when given and it has
-    one), else ``draft``'s (capped by ``draft_k`` > 0, and by ``draft_ctl``'s
-    choice when given)."""
+    """``skeleton``'s proposal when set and it has one, else ngram's when it has one,
+    else ``store``'s (when given and it has one), else ``draft``'s (capped by
+    ``draft_k`` > 0, and by ``draft_ctl``'s choice when given)."""
 
     def __init__(
         self,
@@ -54,6 +60,8 @@ class HybridProposer:
         self.name = name or f"ngram+{draft.name}"
         self.used_ngram = 0  # steps the n-gram proposal was taken (for benches)
         self.used_store = 0  # ... and the store's
+        self.used_skeleton = 0  # ... and the tool-call skeletons'
+        self.skeleton: Proposer | None = None  # tool-call skeletons, per session
         self._pending: tuple[list[int], list[int]] | None = None  # (context, model's drafts)
 
     def reset(self) -> None:
@@ -61,11 +69,18 @@ class HybridProposer:
         self.draft.reset()
         if self.store is not None:
             self.store.reset()
-        self.used_ngram = self.used_store = 0
+        if self.skeleton is not None:
+            self.skeleton.reset()
+        self.used_ngram = self.used_store = self.used_skeleton = 0
         self._pending = None
 
     def propose(self, context: list[int], k: int) -> Proposal:
         self._observe(context)
+        if self.skeleton is not None:
+            p = self.skeleton.propose(context, k)
+            if p.tokens:
+                self.used_skeleton += 1
+                return p
         p = self.ngram.propose(context, k)
         if p.tokens and self.store is not None:
             if getattr(self.ngram, "last_order", 1 << 30) <= self.store_first_order:

@@ -91,6 +91,7 @@ from voicepipe.stages.llm_tools import (
     run_round,
     system_prompt,
     tag_ids,
+    use_skeletons,
 )
 from voicepipe.tools import Toolbox
 
@@ -354,6 +355,8 @@ class LlmStage(EndpointContext, Preempting):
         rnd: Round | None = None  # the round whose answer's first token ends llm.tool
         forced = ""  # a call's opening, put in the model's mouth (see below)
         call_ns = 0
+        # (the tools of this reply: a response's own may differ from the session's)
+        use_skeletons(eng, self._specs if self.cfg.llm.tool_skeleton else None)
         dec = eng.decoder()  # type: ignore[attr-defined]
         batcher = self._batcher()
         steps: Steps | None = None

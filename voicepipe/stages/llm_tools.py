@@ -27,11 +27,17 @@ from typing import Any
 from voicepipe.config import Config
 from voicepipe.core.tools import OPEN, ToolCall
 from voicepipe.frames import Alert
+from voicepipe.spec import skeleton
+from voicepipe.spec.drafter import Tunings
+from voicepipe.spec.hybrid import HybridProposer
 from voicepipe.tools import Toolbox
 
 log = logging.getLogger(__name__)
 _RESULT_CHARS = 300  # of a tool's result kept in the llm.tool span
 _WARNED: set[str] = set()
+# Tool-call skeletons per tokenizer and tool set (stateless: sessions share them).
+_SKELETONS: dict[tuple[int, str], tuple[Any, skeleton.SkeletonProposer | None]] = {}
+_SKELETONS_MAX = 32  # distinct client tool sets kept
 
 
 def active_tools(cfg: Config, tokenizer: Any) -> Toolbox | None:  # tokenizer: ChatTokenizer
@@ -57,6 +63,32 @@ def tag_ids(tokenizer: Any) -> frozenset[int]:
     """The special tokens the stage must see as text (the call tags)."""
     ids = (tokenizer.id_of(OPEN), tokenizer.id_of("</tool_call>"))
     return frozenset(i for i in ids if i is not None)
+
+
+def use_skeletons(engine: Any, specs: list[dict[str, Any]] | None) -> None:
+    """Draft tool calls' JSON from ``specs`` (spec/skeleton.py) in front of a hybrid
+    drafter's lookup; ``specs`` None (tools off): stop. Other drafters: nothing."""
+    prop = getattr(engine, "proposer", None)
+    if not isinstance(prop, HybridProposer):
+        return
+    if not specs:
+        prop.skeleton = None
+        return
+    tok = engine.tokenizer
+    key = (id(tok), json.dumps(specs, sort_keys=True))
+    got = _SKELETONS.get(key)
+    if got is None or got[0] is not tok:  # (an id reused by another tokenizer)
+        if len(_SKELETONS) >= _SKELETONS_MAX:
+            _SKELETONS.clear()
+        tunings = getattr(getattr(engine, "drafter", None), "tunings", None) or Tunings()
+        try:
+            built = skeleton.build(tok, specs, tunings.skeleton_min_n)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            # An odd client schema costs the drafts, never the reply.
+            log.warning("no tool-call drafts for these tools: %r", e)
+            built = None
+        got = _SKELETONS[key] = (tok, built)
+    prop.skeleton = got[1]
 
 
 class Alerts:
