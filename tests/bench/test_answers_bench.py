@@ -25,6 +25,9 @@ def test_bench_answers_scores_two_turn_items_through_the_stage(
     assert row["replies"] == 4 and row["decode_tok_s"] > 0
     assert row["ttft_ms_first_turn"] > 0 and row["ttft_ms_followup"] > 0
     assert 0 < row["mean_reply_tokens"] <= 24
+    # Every pass counted (the 135M drafts: more than one token per pass on average).
+    assert row["target_passes"] == sum(sum(i["target_passes"]) for i in row["items"]) > 0
+    assert 1.0 <= row["tokens_per_pass"] <= 24
     checks = {i.id: i.check for i in load_set(SET_PATH).items}
     for item in row["items"]:
         first, second = item["replies"]

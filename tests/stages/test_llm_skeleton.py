@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
+
+import pytest
 
 from tests.spec.test_hybrid import Fixed
 from tests.spec.test_skeleton import SPECS, ToyTokenizer
@@ -34,3 +37,44 @@ def test_only_a_hybrid_drafter_gets_them_and_a_bad_schema_costs_only_the_drafts(
     eng = _engine(HybridProposer(NgramProposer(), Fixed([1])))
     use_skeletons(eng, [{"type": "function", "function": {"parameters": {}}}])  # no name
     assert eng.proposer.skeleton is None
+
+
+def test_a_replys_metrics_count_every_pass_of_its_tool_rounds() -> None:
+    from voicepipe.spec.metrics import SpecMetrics
+    from voicepipe.stages.llm import _all_passes
+
+    call, answer = SpecMetrics(target_passes=8, tokens=21), SpecMetrics(target_passes=10)
+    m = _all_passes([SimpleNamespace(metrics=call), SimpleNamespace(metrics=answer)])
+    assert (m["target_passes"], m["tokens"]) == (18, 21)
+    # A decoder with other metrics (a test's, a remote model's): its own, as before.
+    other = SimpleNamespace(as_dict=lambda: {"x": 1})
+    assert _all_passes([SimpleNamespace(metrics=call), SimpleNamespace(metrics=other)]) == {"x": 1}
+
+
+@pytest.mark.slow
+async def test_the_15b_writes_the_same_call_in_fewer_passes() -> None:
+    """The default LLM and drafter (Qwen2.5-Coder-1.5B, ngram+its EAGLE draft): the
+    calculator turn with and without skeletons, token for token the same reply."""
+    from voicepipe import config
+    from voicepipe.frames import TextChunk
+    from voicepipe.stages.llm import LlmStage, engine_for
+
+    cfg = config.load(None)
+    off = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, tool_skeleton=False))
+    base = engine_for(cfg)
+    got = {}
+    for c in (off, cfg):
+        stage = LlmStage(c, base.fork())
+        said: list[str] = []
+
+        async def sink(f: object, said: list[str] = said) -> None:
+            if isinstance(f, TextChunk):
+                said.append(f.text)
+
+        stage.push = sink  # type: ignore[method-assign]
+        await stage.reply(1, "What is two plus three?")
+        await stage.stop()
+        got[c.llm.tool_skeleton] = (said, stage.last_metrics, stage.engine.proposer)
+    assert got[True][0] == got[False][0] and "5" in " ".join(got[True][0])
+    assert got[True][2].used_skeleton > 0 and got[True][1]["tool_rounds"] == 1
+    assert got[True][1]["target_passes"] <= got[False][1]["target_passes"] - 3

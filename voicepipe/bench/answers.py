@@ -12,7 +12,9 @@ against the item's regexes (``voicepipe.core.answers``).
 
 Prints one JSON object: per model, accuracy overall and per category, decode
 speed (``decode_tok_s``: tokens after the first over the time from the first
-token to the last, all replies pooled), time to first token (the stage's
+token to the last, all replies pooled), the target's passes (``target_passes``,
+``tokens_per_pass``: reply tokens per pass, a tool reply's call included; unlike
+the times, the same on a busy machine), time to first token (the stage's
 ``llm.ttft`` span: prompt prefill, for first turns on a fresh session and for
 follow-ups that prefill only the new turn), mean reply length in tokens and
 words, replies cut off at ``llm.max_new_tokens``, and every item's reply and
@@ -102,13 +104,16 @@ def _mean(xs: list[float]) -> float:
 
 async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 - LlmStage
     """One turn through the stage; its reply and the stage's own spans."""
-    from voicepipe.frames import SpanFrame
+    from voicepipe.frames import MetricsFrame, SpanFrame
 
     spans: dict[str, SpanFrame] = {}
     calls: list[dict[str, Any]] = []  # every llm.tool span's calls, in order
     tool_ms: list[float] = []
+    spec: dict[str, Any] = {}
 
     async def sink(f) -> None:  # noqa: ANN001
+        if isinstance(f, MetricsFrame) and f.source == "llm":
+            spec.update(f.values)
         if isinstance(f, SpanFrame):
             spans[f.name] = f
             if f.name == "llm.tool":
@@ -129,6 +134,9 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
         "prompt_tokens": int(ttft.attrs["prompt_tokens"]) if ttft else 0,
         "calls": calls,
         "tool_ms": tool_ms,  # each tool round: writing the call, running it, its results in
+        # the target's passes for the whole reply (a tool round's call included): unlike
+        # the times, the same on a busy machine
+        "target_passes": int(spec.get("target_passes", 0)),
     }
 
 
@@ -149,6 +157,7 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
     words: list[int] = []
     dec_tokens = 0
     dec_ms = 0.0
+    passes = 0
     cut = 0
     leaked = 0
     t_all = time.perf_counter()
@@ -163,6 +172,7 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
             if r["ttft_ms"] is not None:
                 (first_ttft if n == 1 else follow_ttft).append(r["ttft_ms"])
             tokens.append(r["tokens"])
+            passes += r["target_passes"]
             words.append(len(r["reply"].split()))
             cut += r["tokens"] >= cfg.llm.max_new_tokens
             if r["tokens"] > 1:
@@ -186,6 +196,7 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
                 "replies": [t["reply"] for t in turns],
                 "tokens": [t["tokens"] for t in turns],
                 "prompt_tokens": [t["prompt_tokens"] for t in turns],
+                "target_passes": [t["target_passes"] for t in turns],
                 **(
                     {"calls": turns[-1]["calls"], "tool_ms": turns[-1]["tool_ms"]}
                     if item.kind == "tool"
@@ -208,6 +219,8 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
         "ttft_ms_followup": _mean(follow_ttft),
         "ttft_ms_median": round(statistics.median(all_ttft), 1) if all_ttft else 0.0,
         "mean_reply_tokens": _mean([float(t) for t in tokens]),
+        "target_passes": passes,
+        "tokens_per_pass": round(sum(tokens) / passes, 3) if passes else 0.0,
         "mean_reply_words": _mean([float(w) for w in words]),
         "replies": len(tokens),
         "replies_cut_at_max_new_tokens": cut,

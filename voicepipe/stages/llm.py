@@ -25,7 +25,7 @@ token; ``llm.first_chunk`` from the first token to the first TextChunk;
 ``llm.tpot`` at the end of a reply, a span one mean inter-token interval long
 ending at the last token (mean time per output token after the first; the
 token count and whole decode time ride in its attrs). A MetricsFrame carries
-tpot_ms and the speculation metrics.
+tpot_ms and the speculation metrics (of the whole reply: a tool round's call too).
 
 Preemptive generation (core/preempt.py, ``turns.preempt``): a tentative reply
 starts on a ``TranscriptStable`` and is held until the final transcript agrees;
@@ -78,6 +78,7 @@ from voicepipe.frames import (
     TranscriptStable,
 )
 from voicepipe.nn.threads import BUDGET
+from voicepipe.spec.metrics import SpecMetrics
 from voicepipe.stage import TurnCounter
 from voicepipe.stages.llm_batch import Batcher, Steps, batcher_for
 from voicepipe.stages.llm_batch import prefill as batched_prefill
@@ -358,6 +359,7 @@ class LlmStage(EndpointContext, Preempting):
         # (the tools of this reply: a response's own may differ from the session's)
         use_skeletons(eng, self._specs if self.cfg.llm.tool_skeleton else None)
         dec = eng.decoder()  # type: ignore[attr-defined]
+        done: list[Any] = []  # the decoders of the reply's earlier passes (tool rounds)
         batcher = self._batcher()
         steps: Steps | None = None
         BUDGET.start_session()  # (voicepipe/nn/threads.py: other calls' thread counts)
@@ -416,6 +418,7 @@ class LlmStage(EndpointContext, Preempting):
                     # opening, it names the tool and its arguments. Decode that pass again.
                     forced = FORCED_CALL
                     ids = ids + eng.tokenizer.encode(forced)  # type: ignore[attr-defined]
+                    done.append(dec)
                     dec = eng.decoder()  # type: ignore[attr-defined]
                     continue
                 # The model asked for tools: run them, show it the results, decode on.
@@ -430,6 +433,7 @@ class LlmStage(EndpointContext, Preempting):
                 await run_round(box, rnd, self._context(), self.cfg.tools.timeout_s)
                 r.tool_msgs += rnd.messages("".join(said).strip())
                 ids = self._prompt(r.text, r.tool_msgs)
+                done.append(dec)
                 dec = eng.decoder()  # type: ignore[attr-defined]
             rest = chunker.flush()
             if rest:
@@ -445,7 +449,7 @@ class LlmStage(EndpointContext, Preempting):
             # tentative reply not (yet) committed is remembered by _commit, or never.
             if not r.tentative and not r.cancelled:
                 self._remember(r)
-            m = dec.metrics.as_dict()
+            m = _all_passes([*done, dec])
             if n_tokens > 1:
                 decode_ns = last_tok_ns - first_tok_ns - tool_ns
                 m["tpot_ms"] = round(decode_ns / 1e6 / (n_tokens - 1), 3)
@@ -467,3 +471,15 @@ class LlmStage(EndpointContext, Preempting):
                         decode_ms=round((last_tok_ns - first_tok_ns - tool_ns) / 1e6, 3),
                     )
                 await self._emit(r, MetricsFrame(turn_id=turn, source="llm", values=values))
+
+
+def _all_passes(decoders: list[Any]) -> dict[str, Any]:
+    """The speculation metrics of a reply's every decoder pass: a tool round's call is
+    decoded apart from the answer after it, and its target passes count as much."""
+    ms = [d.metrics for d in decoders]
+    if len(ms) > 1 and all(isinstance(m, SpecMetrics) for m in ms):
+        total = SpecMetrics()
+        for m in ms:
+            total.merge(m)
+        return total.as_dict()
+    return ms[-1].as_dict()  # type: ignore[no-any-return]
