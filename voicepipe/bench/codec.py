@@ -3,11 +3,15 @@
 Rows for Q = 1…8 on held-out teacher sentences (the "heldout" split of
 `voicepipe train tts-data`; without it, a fixed sentence list spoken by hibari):
 
-    wer           round-trip WER (default ASR) of encode → decode audio vs the text
+    wer           round-trip WER (``--asr-model``, default tiny.en) of encode → decode
+                  audio vs the text
     wer_original  the same ASR on the original audio (the floor the codec is judged against)
     lsd_db        log-spectral distance original ↔ resynthesis (dB, 1024-pt STFT, hop 256)
     encoder_rtf   wall time of encode (log-mel + RVQ) / audio duration
-    decoder_rtf   wall time of decode (code sums + HiFi-GAN) / audio duration
+    decoder_rtf   wall time of decode (code sums + vocoder) / audio duration
+
+The vocoder is the config's (``--codec.vocoder=vocoder-hibari``, a directory, or
+``hifigan-universal``); ``--q 4`` measures the shipped level only.
 
 ``--vocoder-variants`` times HiFi-GAN alone on the same audio in each speed
 configuration (fp32 eager, threads, bf16, torch.compile, …); each RTF is the
@@ -102,7 +106,7 @@ def _rtf_best(fn, seconds: float, repeats: int) -> tuple[float, float]:
 
 
 def bench_rows(
-    codec, data, qs: list[int], repeats: int, verbose: bool = False
+    codec, data, qs: list[int], repeats: int, verbose: bool = False, asr: str = "whisper-tiny.en"
 ) -> tuple[list[dict], float]:
     import numpy as np
 
@@ -111,7 +115,7 @@ def bench_rows(
 
     texts = [t for t, _ in data]
     seconds = sum(len(w) for _, w in data) / 22050
-    orig_hyps = [transcribe(w, 22050) for _, w in data]
+    orig_hyps = [transcribe(w, 22050, model=asr) for _, w in data]
     wer_orig = wer(texts, orig_hyps)
     rows = []
     for q in qs:
@@ -120,7 +124,7 @@ def bench_rows(
         enc, enc_cpu = _rtf_best(lambda c=c: [c.encode(w) for _, w in data], seconds, repeats)
         waves = [c.decode(k).numpy() for k in codes]
         dec, dec_cpu = _rtf_best(lambda c=c, codes=codes: [c.decode(k) for k in codes], seconds, 1)
-        hyps = [transcribe(w, 22050) for w in waves]
+        hyps = [transcribe(w, 22050, model=asr) for w in waves]
         rows.append(
             {
                 "q": q,
@@ -141,7 +145,7 @@ def bench_rows(
     return rows, seconds
 
 
-def vocoder_only(codec, data) -> dict:
+def vocoder_only(codec, data, asr: str = "whisper-tiny.en") -> dict:
     """Copy-synthesis reference: original mel → HiFi-GAN, no quantization."""
     import numpy as np
     import torch
@@ -152,7 +156,9 @@ def vocoder_only(codec, data) -> dict:
 
     waves = [codec.vocoder(log_mel(torch.as_tensor(w))).numpy() for _, w in data]
     return {
-        "wer": round(wer([t for t, _ in data], [transcribe(w, 22050) for w in waves]), 4),
+        "wer": round(
+            wer([t for t, _ in data], [transcribe(w, 22050, model=asr) for w in waves]), 4
+        ),
         "lsd_db": round(
             float(np.mean([lsd_db(o, r) for (_, o), r in zip(data, waves, strict=True)])), 3
         ),
@@ -309,10 +315,14 @@ def run(args: argparse.Namespace) -> int:
             args.config.codec.model, q=None, vocoder_name=args.config.codec.vocoder
         )
         qs = [1, 2, 4, 8] if args.quick else list(range(1, codec.levels + 1))
-        rows, seconds = bench_rows(codec, data, qs, args.repeats, verbose=True)
+        if args.q:
+            qs = [args.q]
+        rows, seconds = bench_rows(codec, data, qs, args.repeats, True, args.asr_model)
         result["audio_seconds"] = round(seconds, 1)
-        result["vocoder"] = {"dtype": codec.vocoder.dtype, "fast": codec.vocoder.fast}
-        result["vocoder_only"] = vocoder_only(codec, data)
+        result["asr_model"] = args.asr_model
+        result["vocoder"] = {"name": args.config.codec.vocoder, "dtype": codec.vocoder.dtype,
+                             "fast": codec.vocoder.fast}  # fmt: skip
+        result["vocoder_only"] = vocoder_only(codec, data, args.asr_model)
         result["rows"] = rows
     print(json.dumps(result, indent=None if args.json else 1))
     return 0
@@ -330,6 +340,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sentences", type=int, default=0, help="held-out sentences (default 30)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=2, help="timing repeats (best is kept)")
+    p.add_argument("--q", type=int, default=0, help="only this Q (default: every level)")
+    p.add_argument(
+        "--asr-model",
+        default="whisper-tiny.en",
+        help="the judging ASR (whisper-base: a stronger judge, as bench tts --set replies)",
+    )
     p.add_argument(
         "--vocoder-variants",
         action="store_true",

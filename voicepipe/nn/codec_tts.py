@@ -91,7 +91,7 @@ class CodecLMTTS:
         self.codec = codec  # voicepipe.nn.codec.MelVQCodec (its vocoder decodes)
         self.chunk_frames = chunk_frames
         self.first_frames = first_frames
-        # The vocoder's convs scale to 2 threads; the LM's ops are tiny (one frame, d=256),
+        # HiFi-GAN's convs scale to 2 threads (see ``threads``); the LM's ops are tiny (d=256),
         # and with OMP_WAIT_POLICY=PASSIVE (set by the CLI) every parallel region wakes a
         # sleeping thread, so the LM is faster on 1 (LM RTF 0.040 vs 0.047, BENCHMARKS.md).
         # The count is set on the calling thread before each LM step and vocoder push:
@@ -101,6 +101,17 @@ class CodecLMTTS:
         # Where the alignment comes from when the caller gives none: the codec LM's own
         # duration predictor, or the teacher's durations (nn/teacher_durations.py).
         self.durations = durations
+
+    @property
+    def threads(self) -> int:
+        """Torch threads of a vocoder push (at most the vocoder's ``max_threads``: the
+        iSTFT vocoder's small matrices run faster on one, streamed RTF 0.016 vs 0.021)."""
+        return self._threads
+
+    @threads.setter
+    def threads(self, n: int) -> None:
+        voc = getattr(self.codec, "vocoder", None)
+        self._threads = min(n, getattr(voc, "max_threads", n))
 
     @classmethod
     def from_config(

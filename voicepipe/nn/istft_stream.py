@@ -32,6 +32,7 @@ class IstftRunner:
     sample_rate = SAMPLE_RATE
     dtype = "fp32"
     fast = False  # not HiFi-GAN's FastGenerator: nothing to prepack
+    max_threads = 1  # small matrices: a second thread's wake-ups cost more than it gives
 
     def __init__(self, model: IstftVocoder) -> None:
         self.model = model.eval()
