@@ -110,6 +110,15 @@ def test_a_call_is_drafted_up_to_each_value_and_on_to_the_end_of_the_turn() -> N
     ]
 
 
+def test_a_bare_call_of_a_tool_without_parameters_has_no_arguments() -> None:
+    prop = skeleton.build(TOK, SPECS, min_n=3)
+    assert prop is not None
+    reply = TOK.encode('{{"name": "get_time"}}') + [IDS["<|im_end|>"]]
+    passes, made = _walk(prop, PROMPT, reply)
+    drafted = ["".join(VOCAB[t] for t in p) for _, p in made if p]
+    assert drafted == ['"name": "', '_time"}}<|im_end|>'] and passes == 2
+
+
 def test_the_tagged_form_at_a_reply_start_and_after_speech() -> None:
     prop = skeleton.build(TOK, SPECS, min_n=3)
     assert prop is not None

@@ -48,11 +48,13 @@ OTHER = MAX_TOKEN  # a context token in no record: no match runs across it
 # Qwen2's and SmolLM2's vocabularies); a boolean's leading space joins it, which the
 # cut below allows for.
 PLACEHOLDER = {"string": '"1"', "boolean": "true"}  # others (numbers): 1
-# The call forms: (text before the JSON object, after it, whether it only opens a reply).
-# Not the bare single-brace object: its closing ``"}}`` is the doubled form's too but
-# ends the turn where the doubled form's goes on with ``}``, so after a value the two
-# would never agree (the window cannot see back to the opening brace); a bare
-# ``{"name": …`` still matches the tagged records from its third token on.
+# The call forms: (text before the JSON object, after it, whether it is bare). A bare
+# call only opens a reply, and for a tool without parameters it has no "arguments" (the
+# 1.5B wrote 11 of 12 that way, `{{"name": "get_current_time"}}`; the template's tagged
+# form always has them). Not the bare single-brace object: its closing ``"}}`` is the
+# doubled form's too but ends the turn where the doubled form's goes on with ``}``, so
+# after a value the two would never agree (the window cannot see back to the opening
+# brace); a bare ``{"name": …`` still matches the tagged records from its third token on.
 FORMS = ((OPEN + "\n", "\n" + CLOSE, False), ("{", "}", True))
 
 
@@ -135,8 +137,8 @@ def build(
     for spec in specs:
         fn = spec.get("function", spec)
         props = (fn.get("parameters") or {}).get("properties") or {}
-        body, spans = _call_json(str(fn["name"]), props)
-        for before, after, opens_reply in FORMS:
+        for before, after, bare in FORMS:
+            body, spans = _call_json(str(fn["name"]), props, with_args=bool(props) or not bare)
             shift = len(before.encode())
             marked = cut_values(
                 tok, before + body + after, [(a + shift, b + shift) for a, b in spans]
@@ -145,7 +147,7 @@ def build(
                 continue
             marked += end
             records.append((header + marked, len(header) + 1))  # the reply's first token: never
-            if not opens_reply:  # a tagged call may follow speech
+            if not bare:  # a tagged call may follow speech
                 records.append((marked, 1))
     return SkeletonProposer(records, min_n) if records else None
 
@@ -161,9 +163,13 @@ def turn_tokens(tok: Tokenizer) -> tuple[list[int], list[int]]:
     return gen[n:], end
 
 
-def _call_json(name: str, props: Mapping[str, Any]) -> tuple[str, list[tuple[int, int]]]:
+def _call_json(
+    name: str, props: Mapping[str, Any], with_args: bool = True
+) -> tuple[str, list[tuple[int, int]]]:
     """The call's JSON with a placeholder per argument (schema order), as ``json.dumps``
     and the template's ``tojson`` write it, and each value's byte span in it."""
+    if not with_args:
+        return '{"name": ' + json.dumps(name, ensure_ascii=False) + "}", []
     head = '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": {'
     out, spans = head, []
     for i, (key, schema) in enumerate(props.items()):
