@@ -29,7 +29,7 @@ value first, where the token before that value is one a record puts before one.
 Never in speech: a proposal needs a match of at least ``min_n`` skeleton tokens
 (a view's: ``min_n`` before its value), and a reply's first token is never
 proposed (after the turn's header every reply would match). Measured:
-docs/BENCHMARKS.md, LLM section (tool-call skeletons).
+docs/BENCHMARKS.md, Tools (tool calls drafted from the tools' schemas).
 """
 
 from __future__ import annotations
