@@ -64,17 +64,16 @@ class IstftStream:
         if z.shape[2] <= _KEEP:
             c = self.m.args.channels
             return torch.zeros(1, c, 0)
-        return self.m.conv_in_valid(z) if i == 0 else self.m.blocks[i - 1].valid(z)
+        return self.m.conv_in_valid(z) if i == 0 else self.m.block(i - 1).valid(z)
 
     def _stack(self, mel: Tensor | None) -> Tensor:
         """New mel frames through every conv; with None, each conv's right padding."""
-        h = mel
+        h = mel if mel is not None else torch.zeros(1, self._bufs[0].shape[1], 0)
         for i in range(len(self._bufs)):
             if mel is None:  # flush: what the earlier layers let out, then this one's pad
                 pad = torch.full((1, self._bufs[i].shape[1], RIGHT), SILENCE if i == 0 else 0.0)
-                h = pad if h is None else torch.cat([h, pad], 2)
+                h = torch.cat([h, pad], 2)
             h = self._layer(i, h)
-        assert h is not None
         return h
 
     def _add(self, h: Tensor) -> None:

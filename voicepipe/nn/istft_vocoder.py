@@ -74,6 +74,8 @@ class Block(nn.Module):
 
 
 class IstftVocoder(nn.Module):
+    window: Tensor  # the Hann window of the inverse FFT (a buffer)
+
     def __init__(self, args: IstftArgs | None = None) -> None:
         super().__init__()
         self.args = a = args or IstftArgs()
@@ -86,6 +88,11 @@ class IstftVocoder(nn.Module):
         self.register_buffer("window", torch.hann_window(N_FFT, periodic=True), persistent=False)
 
     # -- layers on the mel grid --------------------------------------------------------------
+    def block(self, i: int) -> Block:
+        b = self.blocks[i]
+        assert isinstance(b, Block)
+        return b
+
     def conv_in_valid(self, mel: Tensor) -> Tensor:
         return self.conv_in((mel - MEL_MEAN) / MEL_STD)
 
@@ -101,8 +108,8 @@ class IstftVocoder(nn.Module):
         single = mel.dim() == 2
         x = mel[None] if single else mel
         x = self.conv_in_valid(F.pad(x, (LEFT, RIGHT), value=SILENCE))
-        for b in self.blocks:
-            x = b.valid(F.pad(x, (LEFT, RIGHT)))
+        for i in range(len(self.blocks)):
+            x = self.block(i).valid(F.pad(x, (LEFT, RIGHT)))
         wave = overlap_add(self.frames(x), self.window)
         return wave[0] if single else wave
 

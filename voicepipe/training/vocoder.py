@@ -197,7 +197,7 @@ def train(args: argparse.Namespace) -> int:
             opt.step()
             step += 1
             if step % 50 == 0:
-                rec = {"step": step, "min": round(elapsed / 60, 2), "lr": lr,
+                rec: dict[str, object] = {"step": step, "min": round(elapsed / 60, 2), "lr": lr,
                        "loss": round(float(loss.detach()), 4),
                        **{k: round(float(v.detach()), 4) for k, v in terms.items()}}  # fmt: skip
                 logf.write(json.dumps(rec) + "\n")
