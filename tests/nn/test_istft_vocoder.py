@@ -45,10 +45,10 @@ def test_streaming_equals_the_whole_utterance(sizes: list[int]) -> None:
     out.append(stream.flush())
     got = torch.cat(out)
     assert got.shape == (sum(sizes) * HOP,) == whole.shape
-    assert torch.allclose(got, whole, atol=1e-5 * float(whole.abs().max()) + 1e-7)
+    assert torch.allclose(got, whole, atol=1e-4 * float(whole.abs().max()))
     # The stream resets after flush: a second utterance is independent of the first.
     again = torch.cat([stream.push(mel), stream.flush()])
-    assert torch.allclose(again, whole, atol=1e-5 * float(whole.abs().max()) + 1e-7)
+    assert torch.allclose(again, whole, atol=1e-4 * float(whole.abs().max()))
 
 
 def test_a_frames_audio_comes_out_lookahead_frames_later() -> None:
