@@ -42,12 +42,13 @@ def load_rows(dirs: list[Path], split: str, q: int, limit: int = 0) -> list[dict
     codec = MelVQCodec.load("melvq-hibari", q=q)
     out: list[dict] = []
     for d in dirs:
-        n0 = len(out)
+        n0, missing = len(out), 0
         for r in read_manifest(d):
             if r.get("split", "train") != split:
                 continue
             cp = d / "codes" / f"{r['id']}.npy"
             if not cp.exists():
+                missing += 1  # not encoded yet: said below, not dropped in silence
                 continue
             codes = torch.from_numpy(np.load(cp)[:, :q].astype(np.int64))
             wave, sr = read_wav(d / r["wav"])
@@ -65,6 +66,10 @@ def load_rows(dirs: list[Path], split: str, q: int, limit: int = 0) -> list[dict
             if limit and len(out) >= limit:
                 return out
         log.info("%s: %d %s utterances", d, len(out) - n0, split)
+        if missing:
+            log.warning("%s: %d %s rows have no codes/ID.npy yet (`voicepipe train tts-data "
+                        "--codes-only --out %s` encodes them); training without them",
+                        d, missing, split, d)  # fmt: skip
     return out
 
 
