@@ -174,8 +174,9 @@ async def bench(cfg: Any, max_n: int, chunks: int, stagger_s: float, log: Any) -
 
 def vocoder_batch(codec: Any, chunk_frames: int, repeats: int = 5) -> dict[str, Any]:
     """Would batching the vocoder pay? One push's mel (``chunk_frames`` codec frames and
-    the streaming context) through HiFi-GAN for B = 1, 2, 4 utterances at once, one
-    thread: ms per utterance (best of ``repeats``)."""
+    HiFi-GAN's streaming context) through the configured vocoder for B = 1, 2, 4
+    utterances at once, one thread: ms per utterance (best of ``repeats``). Written
+    for HiFi-GAN; the iSTFT vocoder's push costs a few ms either way."""
     import torch
 
     gen = codec.vocoder.model
