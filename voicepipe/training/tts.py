@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import random
 import time
 from pathlib import Path
+
+from voicepipe.training.runs import add_run_args, lr_at, save_atomic
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +174,6 @@ def init_states(path: Path) -> dict:
     return {"args": margs, "models": floats}
 
 
-def _lr(elapsed_s: float, budget_s: float, base: float, warm_s: float = 120.0) -> float:
-    if elapsed_s < warm_s:
-        return base * max(0.05, elapsed_s / warm_s)
-    frac = min(1.0, (elapsed_s - warm_s) / max(1.0, budget_s - warm_s))
-    return base * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 def train(args: argparse.Namespace) -> int:
     import torch
 
@@ -281,9 +275,7 @@ def train(args: argparse.Namespace) -> int:
             "elapsed": elapsed,
             "what": what,
         }
-        tmp = path.with_suffix(".tmp")
-        torch.save(ck, tmp)
-        tmp.replace(path)
+        save_atomic(ck, path)
 
     budget = args.minutes * 60.0
     t_start = time.perf_counter() - elapsed
@@ -297,7 +289,7 @@ def train(args: argparse.Namespace) -> int:
         for bidx in batches(utts, args.batch_frames, rng):
             phon, dur, pmask, codes, mask, al = collate(utts, bidx)
             elapsed = time.perf_counter() - t_start
-            lr = _lr(elapsed, budget, args.lr)
+            lr = lr_at(elapsed, budget, args.lr)
             rec = {
                 "step": step,
                 "elapsed_s": round(elapsed, 1),
@@ -376,8 +368,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="train even if some manifest rows have no codes yet (default: stop, naming them)",
     )
-    p.add_argument("--minutes", type=float, default=90.0, help="wall-clock budget (LR schedule)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: budget only)")
     p.add_argument("--n-q", type=int, default=4, help="codec levels the target predicts")
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--layers", type=int, default=6)
@@ -389,8 +379,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lr", type=float, default=1.5e-3)
     p.add_argument("--p-replace", type=float, default=0.3, help="prev codes replaced at random")
     p.add_argument("--p-drop", type=float, default=0.3, help="prev frames hidden")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ckpt-min", type=float, default=4.0, help="minutes between latest.pt saves")
-    p.add_argument("--snapshot-min", type=float, default=15.0, help="minutes between snapshots")
+    add_run_args(p, minutes=90.0, ckpt_min=4.0, snapshot_min=15.0)
     p.set_defaults(func=lambda a: train(a))

@@ -24,6 +24,8 @@ import random
 import time
 from pathlib import Path
 
+from voicepipe.training.runs import add_run_args, lr_at, save_atomic
+
 log = logging.getLogger(__name__)
 
 CTX_L, CTX_R, CROP = 36, 12, 64  # frames of context before / after, frames scored
@@ -134,7 +136,6 @@ def train(args: argparse.Namespace) -> int:
 
     from voicepipe import registry
     from voicepipe.nn.istft_vocoder import FILE_NAME, IstftArgs, IstftVocoder
-    from voicepipe.training.tts import _lr
     from voicepipe.training.vocoder_loss import spectral_losses, total
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -178,9 +179,7 @@ def train(args: argparse.Namespace) -> int:
     def save(path: Path) -> None:
         ck = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
               "elapsed": elapsed, "args": vars(model.args).copy()}  # fmt: skip
-        tmp = path.with_suffix(".tmp")
-        torch.save(ck, tmp)
-        tmp.replace(path)
+        save_atomic(ck, path)
 
     rng = random.Random(args.seed + step)
     budget = args.minutes * 60.0
@@ -190,7 +189,7 @@ def train(args: argparse.Namespace) -> int:
         model.train()
         while elapsed < budget and (not args.max_steps or step < args.max_steps):
             elapsed = time.perf_counter() - t_start
-            lr = _lr(elapsed, budget, args.lr)
+            lr = lr_at(elapsed, budget, args.lr)
             for g in opt.param_groups:
                 g["lr"] = lr
             mels, y = batch(rows, args.batch, rng)
@@ -242,13 +241,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--blocks", type=int, default=6)
     p.add_argument("--batch", type=int, default=16, help="crops per step")
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget (LR schedule)")
-    p.add_argument("--max-steps", type=int, default=0, help="stop after N steps (0: budget only)")
     p.add_argument("--heldout", type=int, default=20, help="held-out utterances for the loss")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ckpt-min", type=float, default=3.0, help="minutes between latest.pt saves")
-    p.add_argument("--snapshot-min", type=float, default=10.0, help="minutes between snapshots")
+    add_run_args(p, minutes=60.0, ckpt_min=3.0, snapshot_min=10.0)
     p.add_argument(
         "--export",
         default="",
