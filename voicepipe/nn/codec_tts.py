@@ -105,7 +105,8 @@ class CodecLMTTS:
     @property
     def threads(self) -> int:
         """Torch threads of a vocoder push (at most the vocoder's ``max_threads``: the
-        iSTFT vocoder's small matrices run faster on one, streamed RTF 0.016 vs 0.021)."""
+        iSTFT vocoder's small matrices run faster on one: decoder RTF 0.0092 vs 0.0116 on
+        two, `bench codec`, docs/BENCHMARKS.md)."""
         return self._threads
 
     @threads.setter
