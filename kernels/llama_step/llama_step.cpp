@@ -76,6 +76,17 @@ class Tree {
   std::vector<char> straight_;
 };
 
+// Keys per attention block (attend_tile); a shared prefix is cut to whole blocks.
+constexpr int64_t kKeyBlock = 16;
+
+// One layer's view of a segment's shared prefix (Segment::shared_kv): keys and
+// values of positions [0, len) read from another cache, (Hkv, Lmax, D) each.
+struct Shared {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t len = 0, Lmax = 0;
+};
+
 struct Layer {
   torch::Tensor attn_norm, ffn_norm, bqkv;
   QW qkv, o, w13, w2;
@@ -93,6 +104,14 @@ struct Segment {
   const Tree* tree = nullptr;       // nullptr: a chain
   float* normed = nullptr;          // receives the T rows' final-normed states, or nullptr
   bool last_only = false;           // the head reads only the last row
+  // Another segment's cache whose first shared_len positions hold the same keys and
+  // values as this one's (the same tokens there: a system prompt every session
+  // copied from the prefix cache). Attention reads those positions from it, so a
+  // pass of many sessions streams the shared prefix from memory once and then
+  // from cache, instead of once per session. The values are the same bits, so
+  // every row's result is too. shared_len is a multiple of the key block (16).
+  const float* shared_kv = nullptr;  // (n_layer, 2, Hkv, shared_Lmax, D), or nullptr
+  int64_t shared_len = 0, shared_Lmax = 0;
 };
 
 class Model {
@@ -154,12 +173,17 @@ class Model {
   // tensor) receives their final-normed states at rows [pos[i], pos[i] + T) as
   // forward_into does, parents[i] (or []) makes them a tree. Returns the logits
   // of every segment's rows in order, or of its last row only where last_only[i];
-  // best as in forward, one entry per logits row.
+  // best as in forward, one entry per logits row. shared_ref[i] (optional, one
+  // entry per segment, -1: none) names a segment whose cache holds the same keys
+  // and values as segment i's over their first shared_len[i] positions (the
+  // caller's promise: the same tokens at those positions); attention reads that
+  // part from there (Segment::shared_kv), rounded down to a 16-key block.
   torch::Tensor forward_batch(torch::Tensor tokens, std::vector<torch::Tensor> kvs,
                               std::vector<int64_t> pos, std::vector<int64_t> counts,
                               std::vector<bool> last_only, std::vector<torch::Tensor> feats,
                               std::vector<std::vector<int64_t>> parents,
-                              std::optional<torch::Tensor> best, int64_t threads) {
+                              std::optional<torch::Tensor> best, int64_t threads,
+                              std::vector<int64_t> shared_ref, std::vector<int64_t> shared_len) {
     const size_t n = kvs.size();
     TORCH_CHECK(n > 0 && pos.size() == n && counts.size() == n && last_only.size() == n &&
                     feats.size() == n && parents.size() == n,
@@ -191,6 +215,20 @@ class Model {
       rows += s.last_only ? 1 : s.T;
     }
     TORCH_CHECK(total == tokens.size(0), "counts must add up to the tokens given");
+    TORCH_CHECK(shared_ref.size() == shared_len.size() &&
+                    (shared_ref.empty() || shared_ref.size() == n),
+                "shared_ref and shared_len: none, or one entry each per segment");
+    for (size_t i = 0; i < shared_ref.size(); ++i) {
+      const int64_t r = shared_ref[i];
+      if (r < 0 || (size_t)r == i) continue;
+      TORCH_CHECK((size_t)r < n, "shared_ref[", i, "] names no segment");
+      // Only positions both caches held before this pass (neither writes them now).
+      const int64_t len = std::min({shared_len[i], segs[i].pos, segs[r].pos}) / kKeyBlock * kKeyBlock;
+      if (len <= 0) continue;
+      segs[i].shared_kv = segs[r].kv;
+      segs[i].shared_len = len;
+      segs[i].shared_Lmax = segs[r].Lmax;
+    }
     return run_segments(x, segs, best_ptr(best, rows), (int)threads);
   }
 
@@ -369,7 +407,14 @@ class Model {
         const Tree& tree = s.tree ? *s.tree : chain;
         float* q = qkv.data() + r0 * nqkv;
         rope_and_store(q, kc, vc, s.T, s.pos, s.Lmax, tree);
-        attention(q, kc, vc, att.data() + r0 * H_ * D_, s.T, s.pos, s.Lmax, tree, nt);
+        Shared sh;
+        if (s.shared_kv != nullptr) {
+          sh.k = s.shared_kv + li * 2 * Hkv_ * s.shared_Lmax * D_;
+          sh.v = sh.k + Hkv_ * s.shared_Lmax * D_;
+          sh.len = s.shared_len;
+          sh.Lmax = s.shared_Lmax;
+        }
+        attention(q, kc, vc, att.data() + r0 * H_ * D_, s.T, s.pos, s.Lmax, tree, nt, sh);
         r0 += s.T;
       }
       matmul(ly.o, att.data(), tmp.data(), T, nt);
@@ -446,7 +491,8 @@ class Model {
   // the blocking and however many rows come along, so rows stay bit-identical
   // to one-token steps.
   void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
-                 int64_t pos, int64_t Lmax, const Tree& tree, int threads) const {
+                 int64_t pos, int64_t Lmax, const Tree& tree, int threads,
+                 const Shared& sh = Shared()) const {
     constexpr int64_t kRows = 16;  // rows per tile: a verify pass is one tile, a prefill several
     const int64_t G = H_ / Hkv_;
     par(threads, Hkv_, 1, [&](int64_t g0, int64_t g1) {
@@ -456,7 +502,7 @@ class Model {
       for (int64_t g = g0; g < g1; ++g)
         for (int64_t t0 = 0; t0 < T; t0 += kRows)
           attend_tile(qkv, kc, vc, out, g, t0, std::min(T, t0 + kRows), pos, Lmax, tree,
-                      sc.data(), inv.data());
+                      sc.data(), inv.data(), sh);
     });
   }
 
@@ -467,12 +513,18 @@ class Model {
   // into a contiguous copy, and read exactly as a decode reads the cache.
   void attend_tile(const float* qkv, const float* kc, const float* vc, float* out, int64_t g,
                    int64_t t0, int64_t t1, int64_t pos, int64_t Lmax, const Tree& tree,
-                   float* sc, float* inv) const {
-    constexpr int64_t kKeys = 16;  // keys per block: 16 rows of K (or V), 4 KB at D = 64
+                   float* sc, float* inv, const Shared& sh) const {
+    constexpr int64_t kKeys = kKeyBlock;  // 16 rows of K (or V), 4 KB at D = 64
     constexpr int64_t kAhead = 2;  // blocks prefetched ahead (the cache streams from L3)
     const int64_t nqkv = (H_ + 2 * Hkv_) * D_, G = H_ / Hkv_, D = D_, n_all = pos + t1;
     const float* K = kc + g * Lmax * D;
     const float* Vv = vc + g * Lmax * D;
+    // Blocks below sh.len come from the shared cache (whole blocks: sh.len is a
+    // multiple of kKeys, and at most pos, so a tree never gathers there).
+    const float* Ksh = sh.k ? sh.k + g * sh.Lmax * D : K;
+    const float* Vsh = sh.v ? sh.v + g * sh.Lmax * D : Vv;
+    auto kbase = [&](int64_t j0) { return j0 < sh.len ? Ksh : K; };
+    auto vbase = [&](int64_t j0) { return j0 < sh.len ? Vsh : Vv; };
     auto row = [&](int64_t t, int64_t h) { return sc + ((t - t0) * G + h) * n_all; };
     auto keys = [&](int64_t t) { return pos + tree.depth(t) + 1; };  // row t attends to
     // Rows [j0, j0 + cnt) of row t's keys (or values) in base: the cache itself
@@ -486,11 +538,11 @@ class Model {
       return (const float*)gather.data();
     };
     for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
-      prefetch_rows(K, j0 + kAhead * kKeys, n_all, D);
+      prefetch_rows(kbase(j0 + kAhead * kKeys), j0 + kAhead * kKeys, n_all, D);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t cnt = std::min<int64_t>(kKeys, keys(t) - j0);
         if (cnt <= 0) continue;
-        const float* kb = block(K, t, j0, cnt);
+        const float* kb = block(kbase(j0), t, j0, cnt);
         for (int64_t h = 0; h < G; ++h) {
           const float* q = qkv + t * nqkv + (g * G + h) * D;
           __m512 acc[16];
@@ -522,12 +574,12 @@ class Model {
     // Σ_j p_j·v_j in j order per query: 4 accumulators per 64 dims, kept in
     // `out` between key blocks (an fp32 store and load change no bits).
     for (int64_t j0 = 0; j0 < n_all; j0 += kKeys) {
-      prefetch_rows(Vv, j0 + kAhead * kKeys, n_all, D);
+      prefetch_rows(vbase(j0 + kAhead * kKeys), j0 + kAhead * kKeys, n_all, D);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t j1 = std::min<int64_t>(j0 + kKeys, keys(t));
         if (j1 <= j0) continue;
         // The block's values from vb[0, j1 - j0), their weights from row(t, h) + j0.
-        const float* vb = block(Vv, t, j0, j1 - j0);
+        const float* vb = block(vbase(j0), t, j0, j1 - j0);
         // The row's G heads together (3 at a time): their FMA chains interleave
         // and share each V load.
         for (int64_t h = 0; h < G; h += 3) {
@@ -615,7 +667,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            pybind11::arg("tokens"), pybind11::arg("kvs"), pybind11::arg("pos"),
            pybind11::arg("counts"), pybind11::arg("last_only"), pybind11::arg("feats"),
            pybind11::arg("parents"), pybind11::arg("best") = std::nullopt,
-           pybind11::arg("threads") = 0, pybind11::call_guard<pybind11::gil_scoped_release>())
+           pybind11::arg("threads") = 0, pybind11::arg("shared_ref") = std::vector<int64_t>{},
+           pybind11::arg("shared_len") = std::vector<int64_t>{},
+           pybind11::call_guard<pybind11::gil_scoped_release>())
       .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
       .def("eagle_step", &Model::eagle_step,
            "one EAGLE draft step: (output feature, the 3 likeliest rows, their probabilities)",

@@ -68,6 +68,42 @@ def test_forward_batch_rows_equal_each_callers_own_pass(engine) -> None:
             assert torch.equal(a.target.feats, b.target.feats)
 
 
+def test_sessions_sharing_a_system_prompt_read_it_once_and_stay_bit_identical(engine) -> None:
+    """Caches that start with the same prefix-cache entry (a 40-odd token system prompt:
+    not a whole number of key blocks) are marked shared in a batched pass, and every
+    segment's logits and cache rows are still bit-identical to its own pass alone."""
+    from voicepipe.nn.batched import Pass, score_batch, shared_prefixes
+    from voicepipe.stages.llm_engine import system_prefix
+
+    if engine.target.model.fused is None:
+        pytest.skip("no fused kernel here")
+    sys_prompt = "You are a careful assistant who answers in one short sentence, kindly."
+    head = [{"role": "system", "content": sys_prompt}]
+    prefix = system_prefix(engine.tokenizer, sys_prompt)
+    assert len(prefix) % 16
+    engine.share_prefix(prefix)
+    prompts = [
+        engine.tokenizer.chat_ids([*head, {"role": "user", "content": q}]) for q in QUESTIONS
+    ]
+    alone, batched = [engine.fork() for _ in prompts], [engine.fork() for _ in prompts]
+    for a, b, p in zip(alone, batched, prompts, strict=True):
+        a.target.prefill(p)
+        b.target.prefill(p)
+    passes = [Pass(e.target, [11 + i, 22]) for i, e in enumerate(batched)]
+    refs, lens = shared_prefixes(passes)
+    assert refs == [-1, 0, 0] and lens == [0, len(prefix), len(prefix)]
+    # The kernel must read the shared blocks from the first cache: wipe them in the
+    # others (whole 16-key blocks only; the rest of the prefix stays each cache's own).
+    whole = len(prefix) // 16 * 16
+    for e in batched[1:]:
+        e.target.cache.kv[:, :, :, :whole] = 0.0
+    want = [e.target.score([11 + i, 22]) for i, e in enumerate(alone)]
+    got = score_batch(engine.target.model, passes)
+    for w, g, a, b in zip(want, got, alone, batched, strict=True):
+        assert (w.logits == g.logits).all() and (w.best == g.best).all()
+        assert torch.equal(a.target.cache.kv[:, :, :, whole:], b.target.cache.kv[:, :, :, whole:])
+
+
 async def _reply(stage: LlmStage, text: str, turn: int = 1) -> str:
     got: list[Frame] = []
 
@@ -135,9 +171,9 @@ class _SpyKernel:
     def __init__(self, real) -> None:  # noqa: ANN001
         self.real, self.threads = real, []
 
-    def forward_batch(self, *args):  # noqa: ANN002, ANN202
+    def forward_batch(self, *args, **kw):  # noqa: ANN002, ANN003, ANN202
         self.threads.append(args[-1])
-        return self.real.forward_batch(*args)
+        return self.real.forward_batch(*args, **kw)
 
     def __getattr__(self, name: str):  # noqa: ANN204
         return getattr(self.real, name)
