@@ -197,9 +197,10 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
                 "tokens": [t["tokens"] for t in turns],
                 "prompt_tokens": [t["prompt_tokens"] for t in turns],
                 "target_passes": [t["target_passes"] for t in turns],
+                # (a plain item's calls too, where it made any: tools as served)
                 **(
                     {"calls": turns[-1]["calls"], "tool_ms": turns[-1]["tool_ms"]}
-                    if item.kind == "tool"
+                    if item.kind == "tool" or turns[-1]["calls"]
                     else {}
                 ),
             }
