@@ -184,9 +184,6 @@ class ToolsConfig:
     system_prompt: str = TOOLS_SYSTEM_PROMPT
     max_rounds: int = 2  # tool calls answered per reply before the model must speak
     timeout_s: float = 5.0  # one tool call's budget
-    # A built-in call runs only when the turn's words ask for what it does (numbers to
-    # calculate, a duration, the time or date: core/grounding.py); else the model is told.
-    grounded: bool = True
 
 
 @dataclass(frozen=True)

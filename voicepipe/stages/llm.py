@@ -430,8 +430,7 @@ class LlmStage(EndpointContext, Preempting):
                 if r.tentative:  # no side effects before the final transcript agrees
                     await r.committed.wait()
                 box = self.tools or Toolbox()  # (only client tools: a call to no tool)
-                words = r.text if self.cfg.tools.grounded else None
-                await run_round(box, rnd, self._context(), self.cfg.tools.timeout_s, words)
+                await run_round(box, rnd, self._context(), self.cfg.tools.timeout_s)
                 r.tool_msgs += rnd.messages("".join(said).strip())
                 ids = self._prompt(r.text, r.tool_msgs)
                 done.append(dec)

@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicepipe.config import Config
-from voicepipe.core.grounding import ungrounded
 from voicepipe.core.tools import OPEN, ToolCall
 from voicepipe.frames import Alert
 from voicepipe.spec import skeleton
 from voicepipe.spec.drafter import Tunings
 from voicepipe.spec.hybrid import HybridProposer
-from voicepipe.tools import BUILTINS, Toolbox
+from voicepipe.tools import Toolbox
 
 log = logging.getLogger(__name__)
 _RESULT_CHARS = 300  # of a tool's result kept in the llm.tool span
@@ -175,19 +174,10 @@ class Round:
         }
 
 
-async def run_round(
-    box: Toolbox, rnd: Round, ctx: Alerts, timeout_s: float, user_text: str | None = None
-) -> None:
-    """Run every call of the round, in order, each in a worker thread. ``user_text``
-    (``[tools] grounded``: the turn's words): a built-in call those words do not ask for
-    is not run, and its result tells the model why (voicepipe/core/grounding.py)."""
+async def run_round(box: Toolbox, rnd: Round, ctx: Alerts, timeout_s: float) -> None:
+    """Run every call of the round, in order, each in a worker thread."""
     t0 = time.perf_counter()
     for call in rnd.calls:
-        builtin = box.tools.get(call.name) is BUILTINS.get(call.name, False)
-        why = ungrounded(call.name, user_text) if builtin and user_text is not None else None
-        if why is not None:
-            rnd.results.append({"ok": False, "content": json.dumps({"error": why})})
-            continue
         try:
             ok, content = await asyncio.wait_for(
                 asyncio.to_thread(box.call, call, ctx), timeout=timeout_s
