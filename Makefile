@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check voicepipe tests kernels
 	$(BIN)/ruff format --check voicepipe tests kernels
 	$(BIN)/mypy
-	$(BIN)/mypy --strict voicepipe/core voicepipe/spec voicepipe/frames.py
+	$(BIN)/mypy --strict voicepipe/core voicepipe/speculative voicepipe/frames.py
 
 clean:
 	rm -rf $(VENV)

@@ -1,7 +1,7 @@
 """The import rules of docs/ARCHITECTURE.md, enforced: the sans-I/O cores stay pure.
 
 ``voicepipe/core/`` (protocol, session rules, endpointing, jitter buffer, text
-front-end, …) and ``voicepipe/spec/`` (speculative decoding) hold decisions,
+front-end, …) and ``voicepipe/speculative/`` (speculative decoding) hold decisions,
 not I/O: they import nothing from the model, stage, server or command layers,
 no torch, and no asyncio or sockets. Checked on the source (ast), so a lazy
 import inside a function counts too.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "voicepipe"
-PURE = ("core", "spec")
+PURE = ("core", "speculative")
 FORBIDDEN = (
     "voicepipe.nn",
     "voicepipe.stages",
@@ -52,7 +52,7 @@ def _bad(name: str) -> bool:
 
 @pytest.mark.parametrize("package", PURE)
 def test_pure_packages_import_no_io_and_no_models(package: str) -> None:
-    files = sorted((ROOT / package).glob("*.py"))
+    files = sorted((ROOT / package).rglob("*.py"))
     assert files
     bad = [
         f"{p.relative_to(ROOT.parent)}:{line} imports {name}"

@@ -18,7 +18,7 @@ import pytest
 from openai import AsyncOpenAI
 from websockets.asyncio.server import ServerConnection, serve
 
-from voicepipe.core import realtime as R
+from voicepipe.core.realtime import api as R
 
 REPLY = "Hello there, how can I help?"
 REPLY_PCM = (np.sin(np.arange(24000 * 3 // 10) / 8.0) * 8000).astype("<i2").tobytes()  # 300 ms

@@ -7,7 +7,7 @@ real time, exactly like the browser's AudioWorklet would, so what the client
 reports as "played" is what a listener would have heard, when.
 
 The playout seam (``Playout`` below) is the interface of
-``voicepipe.core.jitter.JitterBuffer``: ``push`` each reply frame as it
+``voicepipe.core.playout.jitter.JitterBuffer``: ``push`` each reply frame as it
 arrives, ``pull(n, now_ns)`` the next n int16 samples, ``stats()`` for the
 counters and ``playouts[turn]`` (``first_play_ns``, ``played_samples``,
 ``done``) for what was heard when. ``make_playout`` picks an implementation
@@ -30,8 +30,8 @@ from websockets.typing import Origin
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core import protocol as P
-from voicepipe.core.session_rules import ClientRules
+from voicepipe.core.wire import protocol as P
+from voicepipe.core.wire.session_rules import ClientRules
 from voicepipe.tracing import E2E_VOICE_TO_VOICE, SpanRecord, Tracer
 
 # ---------------------------------------------------------------- playout seam
@@ -174,7 +174,7 @@ def make_playout(name: str, cfg: Config, sample_rate: int) -> Playout:
     if name == "fifo":
         return FifoPlayout(sample_rate, cfg.audio.frame_ms + cfg.jitter.start_margin_ms)
     if name == "adaptive":
-        from voicepipe.core.jitter import JitterBuffer, JitterParams
+        from voicepipe.core.playout.jitter import JitterBuffer, JitterParams
 
         return JitterBuffer(JitterParams.from_config(cfg.jitter, sample_rate, cfg.audio.frame_ms))
     raise ValueError(f"unknown playout {name!r} (fifo | adaptive)")
@@ -318,7 +318,7 @@ class ClientSession:
         self.barge_in_after_s = barge_in_after_s
         self.reconnect = reconnect
         self._received_all = asyncio.Event()
-        self.rules = ClientRules()  # what the server may send when (core/session_rules.py)
+        self.rules = ClientRules()  # what the server may send when (core/wire/session_rules.py)
 
     async def run(self) -> SessionResult:
         """The session; when it is lost before ``done`` (its server or replica went away:

@@ -89,7 +89,7 @@ class AsrConfig:
     # the decode overlaps the pause and its text goes out as the stable one at that mark.
     early_final_ms: int = 64
     # One decode at a time per process, finals and pause decodes before every session's
-    # partials (stages/asr_gate.py); false: each session's decodes queue in arrival order.
+    # partials (schedulers/asr_gate.py); false: each session's decodes queue in arrival order.
     decode_priority: bool = True
 
 
@@ -106,7 +106,7 @@ class TurnsConfig:
 @dataclass(frozen=True)
 class LlmConfig:
     # local: voicepipe's own speculative engine; openai: stream from an OpenAI-compatible
-    # server at base_url (stages/llm_remote.py), `model` naming the model there.
+    # server at base_url (stages/llm/remote.py), `model` naming the model there.
     backend: str = "local"
     # Qwen2.5-Coder-1.5B-Instruct answers 96 % of bench answers right (SmolLM2-135M: 41 %)
     # and renders tools; the 135M is the fast profile (configs/fast.toml). docs/BENCHMARKS.md.
@@ -118,7 +118,7 @@ class LlmConfig:
     drafter: str = "ngram+qwen2.5-coder-1.5b-draft"  # none | ngram | EAGLE | GGUF | ngram+<either>
     reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store
     # ngram+<draft> with tools on: draft a tool call's JSON from the tools' schemas
-    # (spec/skeleton.py) before prompt lookup.
+    # (speculative/skeleton.py) before prompt lookup.
     tool_skeleton: bool = True
     spec_k: int = 4
     adaptive_k: bool = True
@@ -128,7 +128,7 @@ class LlmConfig:
     seed: int = 0
     max_new_tokens: int = 160
     # Sessions copy the rendered system prompt's keys and values from a process-wide
-    # prefix cache instead of prefilling it (voicepipe/nn/prefix.py).
+    # prefix cache instead of prefilling it (voicepipe/nn/llm/prefix.py).
     prefix_cache: bool = True
     # A prompt is prefilled this many tokens per model pass, the stage yielding between
     # passes (an Interrupt takes effect between them); 0: one pass.
@@ -140,9 +140,9 @@ class LlmConfig:
     # first clause, before the TTS starts); one whenever another call is in flight.
     decode_threads: int = 2
     # One model pass for every session's decode step: the process's batch scheduler
-    # (stages/llm_batch.py, core/batching.py) instead of each session's own passes.
+    # (schedulers/llm_batch.py, core/batching.py) instead of each session's own passes.
     batching: bool = False
-    # The reply's first spoken chunk (core/chunker.py): it may end at a clause mark once
+    # The reply's first spoken chunk (core/text/chunker.py): it may end at a clause mark once
     # it holds first_min_words words, and before a conjunction or relative word once it
     # holds first_break_words (0: only at punctuation), so speech starts early.
     first_min_words: int = 3
@@ -198,14 +198,14 @@ class TtsConfig:
     adaptive_k: bool = True
     temperature: float = 0.0
     seed: int = 0
-    # Speak numbers, dates, symbols, list markers... as words (core/textnorm.py); the
+    # Speak numbers, dates, symbols, list markers... as words (core/text/norm.py); the
     # pipeline keeps the original text for everything else.
     normalize: bool = True
-    # The codec LM's alignment: "teacher" (hibari's own durations, nn/teacher_durations.py:
+    # The codec LM's alignment: "teacher" (hibari's own durations, nn/tts/teacher_durations.py:
     # lower round-trip WER on the assistant's replies, docs/BENCHMARKS.md) or "predicted"
-    # (the codec LM's own duration predictor, nn/duration.py, which imitates them).
+    # (the codec LM's own duration predictor, nn/tts/duration.py, which imitates them).
     durations: str = "teacher"
-    # Every session's codec-LM synthesis on one worker (stages/tts_batch.py): LM steps of
+    # Every session's codec-LM synthesis on one worker (schedulers/tts_batch.py): LM steps of
     # all speaking sessions batched, vocoder pushes earliest run-dry first; a session's
     # synthesis waits while it is more than batch_ahead_ms ahead of its playout. On by
     # default: at 1 session as fast, at 4-8 sessions faster (docs/BENCHMARKS.md).
@@ -218,7 +218,7 @@ class CodecConfig:
     backend: str = "melvq"  # melvq | encodec
     q: int = 4
     model: str = "melvq-hibari"
-    # The project's frame-rate iSTFT vocoder (nn/istft_vocoder.py), trained on the teacher's
+    # The project's frame-rate iSTFT vocoder (nn/vocoder/istft_vocoder.py), trained on the teacher's
     # voice: ~30x less CPU than HiFi-GAN ("hifigan-universal", still selectable) at 0.3
     # WER points more on held-out sentences (docs/BENCHMARKS.md, the frame-rate vocoder).
     vocoder: str = "vocoder-hibari"

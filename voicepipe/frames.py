@@ -151,7 +151,7 @@ class TranscriptStable(Frame):
     is probably the final transcript: the LLM may start a tentative reply on it.
 
     Sent by the ASR during the endpoint silence. Nothing of that reply reaches the
-    client until a ``TranscriptFinal`` that agrees (core/preempt.py) confirms it.
+    client until a ``TranscriptFinal`` that agrees (core/turns/preempt.py) confirms it.
     """
 
     text: str

@@ -20,8 +20,8 @@ from websockets.exceptions import ConnectionClosed
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core import protocol as P
-from voicepipe.core.jitter import JitterBuffer, JitterParams
+from voicepipe.core.playout.jitter import JitterBuffer, JitterParams
+from voicepipe.core.wire import protocol as P
 
 
 class LockedPlayout:

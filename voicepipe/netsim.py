@@ -2,7 +2,7 @@
 
 This machine's kernel has no netem, so faults are made in user space. Each
 direction of each connection gets its own seeded ``FaultSchedule``
-(``voicepipe.core.faults``): every chunk read is written on after its own random
+(``voicepipe.core.playout.faults``): every chunk read is written on after its own random
 delay, never before the chunk ahead of it, and nothing passes during the
 periodic stalls. That is what TCP shows a WebSocket: uneven but ordered delay,
 and head-of-line blocking after a loss.
@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, field
 
 from voicepipe.clock import now_ns
-from voicepipe.core.faults import FaultSchedule, FaultSpec
+from voicepipe.core.playout.faults import FaultSchedule, FaultSpec
 
 log = logging.getLogger(__name__)
 CHUNK = 65536

@@ -1,5 +1,5 @@
-// Adaptive playout buffer: a line-by-line port of voicepipe/core/jitter.py and
-// voicepipe/core/tsm.py (read those for the why). Runs in the playback AudioWorklet
+// Adaptive playout buffer: a line-by-line port of voicepipe/core/playout/jitter.py and
+// voicepipe/core/playout/tsm.py (read those for the why). Runs in the playback AudioWorklet
 // and under `node --test`; tests/data/jitter_vectors.json keeps both bit-identical,
 // so change the two together and regenerate the vectors
 // (tests/data/make_jitter_vectors.py).

@@ -1,5 +1,5 @@
 // Reply playback: the adaptive playout buffer (jitter.js, the same algorithm as
-// voicepipe/core/jitter.py) pulled by the audio clock, one render quantum at a time.
+// voicepipe/core/playout/jitter.py) pulled by the audio clock, one render quantum at a time.
 // Times given to the buffer are this context's clock in ns (currentFrame / sampleRate).
 import { JitterBuffer } from './jitter.js';
 

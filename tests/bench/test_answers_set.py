@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from voicepipe.bench.answer_checks import REPLY
 from voicepipe.bench.answers import SET_PATH, load_set
-from voicepipe.core.answers import REPLY
 from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts, norm, train_prompts
 
 CATEGORIES = {

@@ -2,8 +2,8 @@
 
     .venv/bin/python tests/data/make_jitter_vectors.py
 
-The vectors pin the algorithm: tests/core/test_jitter.py replays them through
-voicepipe/core/jitter.py and web/test/jitter.test.js through web/jitter.js; both
+The vectors pin the algorithm: tests/core/playout/test_jitter.py replays them through
+voicepipe/core/playout/jitter.py and web/test/jitter.test.js through web/jitter.js; both
 must reproduce every output sample (sha256), every decision and every counter.
 Change both implementations together, then run this. The source signal (real
 speech from the hibari teacher TTS) is kept from the existing file if present.
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from voicepipe.core import playout_sim as ps
-from voicepipe.core.faults import FaultSpec
-from voicepipe.core.jitter import JitterParams
+from voicepipe.bench import playout_sim as ps
+from voicepipe.core.playout.faults import FaultSpec
+from voicepipe.core.playout.jitter import JitterParams
 
 OUT = Path(__file__).resolve().parent / "jitter_vectors.json"
 SR = 16000

@@ -16,7 +16,7 @@ from websockets.exceptions import InvalidStatus
 
 from voicepipe import config
 from voicepipe.client import run_sessions
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.app import Server
 
 RATE = 16000

@@ -8,7 +8,7 @@ from pathlib import Path
 from voicepipe import config
 from voicepipe.audio import read_wav, resample
 from voicepipe.client import run_sessions
-from voicepipe.core.wer import wer
+from voicepipe.core.text.wer import wer
 from voicepipe.server.app import Server
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "asr"

@@ -21,7 +21,7 @@ from tests.profile import fast
 from voicepipe import config, pipelines
 from voicepipe.audio import read_wav
 from voicepipe.client import ClientSession
-from voicepipe.core.wer import wer
+from voicepipe.core.text.wer import wer
 from voicepipe.roundtrip import transcribe
 from voicepipe.server.app import Server
 from voicepipe.tracing import SPAN_NAMES
@@ -79,7 +79,7 @@ async def test_barge_in_stops_the_reply_and_truncates_the_context(
     cfg: config.Config, monkeypatch: pytest.MonkeyPatch, batching: bool
 ) -> None:
     """(batched: the reply's steps run in the process's LLM batch scheduler, llm.batching)"""
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.llm.stage import LlmStage
 
     cfg = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=batching))
 

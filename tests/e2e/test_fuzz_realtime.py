@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 
 from tests.e2e.test_fuzz_server import FUZZ, Running, _json_values
-from voicepipe.core.realtime import CLIENT_EVENT_TYPES
+from voicepipe.core.realtime.api import CLIENT_EVENT_TYPES
 
 FIELDS = ["event_id", "session", "item", "item_id", "previous_item_id", "audio",
           "content_index", "audio_end_ms", "response", "response_id"]  # fmt: skip

@@ -1,7 +1,7 @@
 """Server-level fuzzing: random, truncated, oversized and out-of-order WebSocket messages
 and HTTP requests against a real server on loopback, while honest sessions run.
 
-``core/protocol.py`` is fuzzed on its own in tests/core; this drives the whole
+``core/wire/protocol.py`` is fuzzed on its own in tests/core; this drives the whole
 server (handshake, admission, session, pipeline) through real sockets. Every
 connection the server closes must carry a documented close code and a reason;
 the server must stay up, honest sessions meanwhile must get their audio back
@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from voicepipe import config
 from voicepipe.client import run_sessions
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.app import Server
 
 MAX_BYTES = 16 * 1024

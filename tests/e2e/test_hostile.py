@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from voicepipe import config
 from voicepipe.bench import attackers as A
 from voicepipe.client import run_sessions
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.app import Server
 
 RATE = 16000

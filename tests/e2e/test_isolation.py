@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 
 from voicepipe import config
 from voicepipe.client import run_sessions
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.app import Server
 
 MAX_BYTES = 64 * 1024

@@ -35,8 +35,8 @@ from voicepipe.frames import (
     TranscriptFinal,
 )
 from voicepipe.server.app import Server
-from voicepipe.stages.llm import LlmStage, engine_for
-from voicepipe.stages.llm_remote import LlmBackendError, RemoteLlmStage, check, llm_stage
+from voicepipe.stages.llm.remote import LlmBackendError, RemoteLlmStage, check, llm_stage
+from voicepipe.stages.llm.stage import LlmStage, engine_for
 
 VOICEPIPE = [sys.executable, "-m", "voicepipe.cli"]
 QUESTIONS = ("Hi! Which city is the capital of France?", "And of Italy?")

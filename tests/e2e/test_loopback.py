@@ -235,7 +235,7 @@ async def test_client_interrupt_cuts_the_reply() -> None:
     interrupted, sends not one more frame of it, and the echo goes on as a new reply."""
     from websockets.asyncio.client import connect
 
-    from voicepipe.core import protocol as P
+    from voicepipe.core.wire import protocol as P
 
     server = Server(config.Config(), pipeline="loopback", port=0)
     await server.start()

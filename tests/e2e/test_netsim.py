@@ -13,7 +13,7 @@ import numpy as np
 from voicepipe import config
 from voicepipe.audio import read_wav
 from voicepipe.client import ClientSession
-from voicepipe.core.faults import FaultSpec
+from voicepipe.core.playout.faults import FaultSpec
 from voicepipe.netsim import NetSim, parse_hostport
 from voicepipe.server.app import Server
 

@@ -19,7 +19,7 @@ from openai import AsyncOpenAI
 from tests.profile import FAST_TOML as FAST
 from voicepipe import config
 from voicepipe.client import run_sessions
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.app import Server
 
 MODEL = "smollm2-135m"

@@ -35,7 +35,7 @@ serve = pytest.importorskip("ray.serve")
 from voicepipe import config  # noqa: E402
 from voicepipe.bench._ray import LocalCluster, free_port, local_cluster, stop  # noqa: E402
 from voicepipe.client import ClientSession, SessionResult  # noqa: E402
-from voicepipe.core import protocol as P  # noqa: E402
+from voicepipe.core.wire import protocol as P  # noqa: E402
 from voicepipe.server import ray_proxy, ray_serve  # noqa: E402
 
 # serve.status() parses each deployment's autoscaling config, and Serve warns each time

@@ -22,7 +22,7 @@ from websockets.asyncio.client import connect
 
 from voicepipe import config
 from voicepipe.client import ClientSession
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.app import Server
 
 RATE = 16000

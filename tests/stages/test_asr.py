@@ -18,9 +18,9 @@ import pytest
 
 from voicepipe import config, pipelines
 from voicepipe.audio import read_wav, resample
-from voicepipe.core.partials import unstable_words
-from voicepipe.core.preempt import agrees
-from voicepipe.core.wer import wer
+from voicepipe.core.text.wer import wer
+from voicepipe.core.turns.partials import unstable_words
+from voicepipe.core.turns.preempt import agrees
 from voicepipe.frames import (
     AudioIn,
     Frame,
@@ -44,7 +44,7 @@ CFG = config.load()
 
 @pytest.fixture(scope="module")
 def asr():
-    from voicepipe.nn.asr import WhisperAsr
+    from voicepipe.nn.asr.whisper import WhisperAsr
 
     model = WhisperAsr.from_config(CFG)
     model.warmup()

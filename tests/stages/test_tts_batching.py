@@ -27,8 +27,8 @@ from voicepipe.frames import (
     TextChunk,
 )
 from voicepipe.pipeline import Pipeline
+from voicepipe.schedulers.tts_batch import tts_batcher_for
 from voicepipe.stages.tts import CodecLMBackend, TTSStage
-from voicepipe.stages.tts_batch import tts_batcher_for
 
 TEXTS = [
     "Sure! The capital of France is Paris.",

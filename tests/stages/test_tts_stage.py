@@ -229,8 +229,8 @@ def test_normalised_llm_text_is_heard_as_written(backend: HibariBackend) -> None
     quoted titles, units and URLs is transcribed as the text meant (scored after the
     front-end on both sides, so "1969" equals "nineteen sixty-nine"); raw, it is not."""
     from voicepipe.bench.textnorm import _speak
-    from voicepipe.core.textnorm import normalize
-    from voicepipe.core.wer import wer
+    from voicepipe.core.text.norm import normalize
+    from voicepipe.core.text.wer import wer
     from voicepipe.roundtrip import transcribe
 
     texts = [

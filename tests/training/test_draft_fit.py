@@ -30,7 +30,7 @@ def test_pick_draws_the_recent_share_of_every_batch() -> None:
 def test_evaluate_counts_what_drafting_through_the_cache_gets_right() -> None:
     # evaluate's agreement 1, 2 and 3 tokens deep must be what the cached decode
     # gets: from every reply row, draft on while the guesses before were right.
-    from voicepipe.nn.draft_model import DraftArgs, EagleDraft
+    from voicepipe.nn.llm.draft_model import DraftArgs, EagleDraft
     from voicepipe.training.draft_fit import evaluate
 
     torch.manual_seed(0)
@@ -80,8 +80,8 @@ def test_evaluate_counts_what_drafting_through_the_cache_gets_right() -> None:
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
     """Three tiny gen shards of the int4 target's own greedy replies (6 prompts)."""
-    from voicepipe.nn.engine import gguf_path, shared_model
-    from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.nn.llm.engine import gguf_path, shared_model
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
     from voicepipe.training.draft import chat
     from voicepipe.training.draft_gen import generate_one
     from voicepipe.training.draft_prompts import train_prompts
@@ -104,8 +104,8 @@ def shards(tmp_path_factory):
 def test_fit_from_the_release_draft_logs_its_start_and_holds_out_the_val_shard(
     shards, tmp_path
 ) -> None:
-    from voicepipe.nn.draft_model import load
-    from voicepipe.nn.draft_spec import draft_path
+    from voicepipe.nn.llm.draft_model import load
+    from voicepipe.nn.llm.draft_spec import draft_path
     from voicepipe.training import draft_fit
 
     run = tmp_path / "run"
@@ -205,7 +205,7 @@ def test_ffn_channels_ranks_by_what_a_channel_can_move() -> None:
 
 def test_biased_draft_runs_the_same_cached_and_whole() -> None:
     # A Qwen2-shaped draft (Q/K/V biases): the cached decode is the full forward.
-    from voicepipe.nn.draft_model import DraftArgs, EagleDraft
+    from voicepipe.nn.llm.draft_model import DraftArgs, EagleDraft
 
     torch.manual_seed(0)
     a = DraftArgs(dim=32, n_head=4, n_kv_head=2, head_dim=8, ffn_dim=24, n_layer=1,

@@ -8,17 +8,17 @@ import torch
 
 @pytest.fixture(scope="module")
 def target():
-    from voicepipe.nn.engine import gguf_path, shared_model
-    from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.nn.llm.engine import gguf_path, shared_model
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
 
     m, _ = shared_model(gguf_path("smollm2-135m"), "int4", 512)  # one load per test process
     return m, ChatTokenizer(m.metadata)
 
 
 def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
-    from voicepipe.nn.draft_spec import FeatureTarget
-    from voicepipe.nn.engine import ModelTarget
-    from voicepipe.spec.loop import SpeculativeDecoder
+    from voicepipe.nn.llm.draft_spec import FeatureTarget
+    from voicepipe.nn.llm.engine import ModelTarget
+    from voicepipe.speculative.loop import SpeculativeDecoder
     from voicepipe.training.draft import chat
     from voicepipe.training.draft_gen import generate_one
 
@@ -43,7 +43,7 @@ def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
 
 
 def test_sampled_replies_are_seeded_and_carry_the_engine_features(target) -> None:
-    from voicepipe.nn.draft_spec import FeatureTarget
+    from voicepipe.nn.llm.draft_spec import FeatureTarget
     from voicepipe.training.draft import chat
     from voicepipe.training.draft_gen import generate_one
 

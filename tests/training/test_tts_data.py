@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from voicepipe.audio import read_wav
-from voicepipe.nn.phonemes import align, n_frames_for
+from voicepipe.nn.tts.phonemes import align, n_frames_for
 from voicepipe.training.tts_data import generate, read_manifest
 
 

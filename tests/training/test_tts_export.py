@@ -14,7 +14,7 @@ def test_export_without_a_duration_checkpoint_keeps_the_shipped_predictor(
 ) -> None:
     import torch
 
-    from voicepipe.nn.codec_lm_decode import load_models, load_training_checkpoints
+    from voicepipe.nn.tts.codec_lm_decode import load_models, load_training_checkpoints
     from voicepipe.registry import REPO_ROOT
     from voicepipe.training.tts import init_states
     from voicepipe.training.tts_export import export

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voicepipe.nn.phonemes import n_frames_for
+from voicepipe.nn.tts.phonemes import n_frames_for
 from voicepipe.training.tts import load_all, load_utterances
 
 
@@ -61,7 +61,7 @@ def test_init_states_from_the_shipped_model_and_from_a_checkpoint(tmp_path: Path
     """--init: fine-tuning starts from the shipped codec LM's exact weights."""
     import torch
 
-    from voicepipe.nn.codec_lm import CodecLM, ModelArgs
+    from voicepipe.nn.tts.codec_lm import CodecLM, ModelArgs
     from voicepipe.registry import REPO_ROOT
     from voicepipe.training.tts import init_states
 

@@ -10,7 +10,7 @@ import random
 
 from voicepipe.bench.llm import PROMPTS as LLM_BENCH_PROMPTS
 from voicepipe.bench.tts_replies import PREFERRED, load_replies, prompts, replies_path
-from voicepipe.core.chunker import _MARKDOWN
+from voicepipe.core.text.chunker import _MARKDOWN
 from voicepipe.training.draft_prompts import (
     OPEN_PROMPTS,
     heldout_prompts,
@@ -55,7 +55,7 @@ def test_default_replies_are_the_first_stored_model() -> None:
 
 
 def test_domain_templates_speak_as_words_after_the_front_end() -> None:
-    from voicepipe.core.textnorm import normalize
+    from voicepipe.core.text.norm import normalize
     from voicepipe.training.tts_domain_templates import sentence
 
     r = random.Random(3)
@@ -67,7 +67,7 @@ def test_domain_templates_speak_as_words_after_the_front_end() -> None:
 
 
 def test_domain_reply_chunks_are_the_llm_stage_chunks() -> None:
-    from voicepipe.core.chunker import Chunker
+    from voicepipe.core.text.chunker import Chunker
     from voicepipe.training.tts_domain import chunk_reply
 
     reply = "Sure! Here are three tips: 1. Sleep well. 2. Drink water, e.g. 2 L a day."

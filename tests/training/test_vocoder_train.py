@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from voicepipe.audio import write_wav
-from voicepipe.nn.codec import MelVQCodec, load_vocoder
-from voicepipe.nn.istft_stream import IstftRunner
-from voicepipe.nn.istft_vocoder import SILENCE, IstftArgs, IstftVocoder
+from voicepipe.nn.tts.codec import MelVQCodec, load_vocoder
+from voicepipe.nn.vocoder.istft_stream import IstftRunner
+from voicepipe.nn.vocoder.istft_vocoder import SILENCE, IstftArgs, IstftVocoder
 from voicepipe.training import vocoder as tv
 from voicepipe.training.vocoder_loss import spectral_losses, total
 

@@ -3,12 +3,12 @@
 Asks each model the question set ``voicepipe/bench/answers_set.toml`` (facts,
 arithmetic, units, dates, translation, definitions, advice, refusals of what a
 voice assistant cannot do, two-turn follow-ups) through the real LLM stage:
-``voicepipe.stages.llm.LlmStage`` with the configured system prompt, its
+``voicepipe.stages.llm.stage.LlmStage`` with the configured system prompt, its
 conversation memory across an item's turns, its engine (chat template,
 speculative decoder, drafter) and its clause chunker. Each item gets a fresh
 session (a new stage on a fork of the shared weights), as a new caller would;
 the reply checked is what the stage hands to the TTS (the chunks, joined),
-against the item's regexes (``voicepipe.core.answers``).
+against the item's regexes (``voicepipe.bench.answer_checks``).
 
 Prints one JSON object: per model, accuracy overall and per category, decode
 speed (``decode_tok_s``: tokens after the first over the time from the first
@@ -90,8 +90,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_set(path: str | Path):  # noqa: ANN201 - core.answers.QuestionSet
+    from voicepipe.bench.answer_checks import parse_set
     from voicepipe.config import tomllib
-    from voicepipe.core.answers import parse_set
 
     p = Path(path)
     text = p.read_text(encoding="utf-8")
@@ -142,9 +142,9 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
 
 async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN001
     """Ask every item of ``items`` through a real LlmStage built from ``cfg``."""
-    from voicepipe.core.answers import Tally
+    from voicepipe.bench.answer_checks import Tally
     from voicepipe.core.tools import judge_calls
-    from voicepipe.stages.llm import LlmStage, engine_for
+    from voicepipe.stages.llm.stage import LlmStage, engine_for
 
     t0 = time.perf_counter()
     base = await asyncio.to_thread(engine_for, cfg)
@@ -242,7 +242,7 @@ def _shows_call(reply: str) -> bool:
 def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - QuestionSet
     """An earlier run's JSON with every recorded reply judged again by ``qset``'s checks
     (after a check was fixed: the replies do not depend on the checks)."""
-    from voicepipe.core.answers import Tally
+    from voicepipe.bench.answer_checks import Tally
     from voicepipe.core.tools import judge_calls
 
     items = {i.id: i for i in qset.items}
@@ -280,8 +280,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe import registry
+    from voicepipe.bench.answer_checks import REPLY, SetError
     from voicepipe.bench.llm import _cpu
-    from voicepipe.core.answers import REPLY, SetError
 
     torch.set_num_threads(args.threads)
     cfg = args.config

@@ -5,7 +5,7 @@ Clips: tests/data/asr (hibari teacher voice, references in manifest.json).
 Two passes:
 1. Accuracy, lockstep (decoding as if it took no time, so the text is the same
    on every run): ``wer`` over every clip with speech (corpus WER after
-   ``voicepipe.core.wer.normalize``), ``false_transcripts`` = finals produced
+   ``voicepipe.core.text.wer.normalize``), ``false_transcripts`` = finals produced
    on the silence / noise clips.
 2. Latency, real time: each clip streamed in 20 ms frames through a real
    ``Pipeline([AsrStage])``, each frame sent when its last sample would have
@@ -137,9 +137,9 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
     from pathlib import Path
 
     from voicepipe.audio import read_wav
-    from voicepipe.core.wer import wer
+    from voicepipe.core.text.wer import wer
     from voicepipe.frames import TranscriptFinal
-    from voicepipe.nn.asr import WhisperAsr
+    from voicepipe.nn.asr.whisper import WhisperAsr
     from voicepipe.stages.asr import AsrStage, stream_file
 
     clips_dir = Path(clips_dir)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 
 NICE = 19  # the attacker process's niceness (stands in for "another machine")
 IDLE_SOCKETS = 8

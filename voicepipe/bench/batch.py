@@ -12,7 +12,7 @@ reply of each other, so the drain at the end weighs as little as it can.
 
 One process, one model; each level runs with ``llm.batching`` off (each
 session's own model passes, on the default executor's threads) and on (one
-batch scheduler: voicepipe/stages/llm_batch.py), the order alternating per
+batch scheduler: voicepipe/schedulers/llm_batch.py), the order alternating per
 level so that neither always runs second. Only the LLM runs (no ASR, no TTS):
 this isolates what batching does to decoding.
 
@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def _ask(cfg: Any, engine: Any, question: str) -> dict[str, Any]:
     """One question in a new conversation: its reply text and spans."""
     from voicepipe.frames import Frame, SpanFrame, TextDelta
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.llm.stage import LlmStage
 
     st = LlmStage(cfg, engine.fork())
     out: dict[str, Any] = {"question": question, "text": "", "spans": {}}
@@ -143,8 +143,8 @@ async def bench(cfg: Any, max_n: int, n_questions: int, log: Any) -> dict[str, A
 
     from voicepipe.bench.batch_passes import decode_passes
     from voicepipe.bench.e2e import _levels
-    from voicepipe.stages.llm import engine_for
-    from voicepipe.stages.llm_batch import batcher_for
+    from voicepipe.schedulers.llm_batch import batcher_for
+    from voicepipe.stages.llm.stage import engine_for
 
     modes = {
         m: dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=m == "batched"))

@@ -32,8 +32,8 @@ async def decode_passes(
     """Per level: the median batched one-token decode pass (ms), with and without the
     shared prefix, and the aggregate tokens per second that makes."""
     from voicepipe.bench.batch import questions
-    from voicepipe.nn.batched import Pass, score_batch
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.nn.llm.batched import Pass, score_batch
+    from voicepipe.stages.llm.stage import LlmStage
 
     qs = questions()
     forks = []

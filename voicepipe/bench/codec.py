@@ -110,7 +110,7 @@ def bench_rows(
 ) -> tuple[list[dict], float]:
     import numpy as np
 
-    from voicepipe.core.wer import wer
+    from voicepipe.core.text.wer import wer
     from voicepipe.roundtrip import transcribe
 
     texts = [t for t, _ in data]
@@ -150,8 +150,8 @@ def vocoder_only(codec, data, asr: str = "whisper-tiny.en") -> dict:
     import numpy as np
     import torch
 
-    from voicepipe.core.wer import wer
-    from voicepipe.nn.mel import log_mel
+    from voicepipe.core.text.wer import wer
+    from voicepipe.nn.vocoder.mel import log_mel
     from voicepipe.roundtrip import transcribe
 
     waves = [codec.vocoder(log_mel(torch.as_tensor(w))).numpy() for _, w in data]
@@ -174,8 +174,8 @@ def vocoder_variants(data, repeats: int, compile_variants: bool) -> list[dict]:
     """
     import torch
 
-    from voicepipe.nn.hifigan import StreamingVocoder, Vocoder, load_generator
-    from voicepipe.nn.mel import log_mel
+    from voicepipe.nn.vocoder.hifigan import StreamingVocoder, Vocoder, load_generator
+    from voicepipe.nn.vocoder.mel import log_mel
 
     mels = [log_mel(torch.as_tensor(w)) for _, w in data]
     seconds = sum(m.shape[1] for m in mels) * 256 / 22050
@@ -196,7 +196,7 @@ def vocoder_variants(data, repeats: int, compile_variants: bool) -> list[dict]:
     def exact(voc, chunk: int):
         """As the TTS streams: 16 frames first, then ``chunk``, the tail in power-of-two
         multiples of 4 frames (a few fixed widths: oneDNN primitives are reused)."""
-        from voicepipe.nn.hifigan_stream import ExactStreamingVocoder
+        from voicepipe.nn.vocoder.hifigan_stream import ExactStreamingVocoder
 
         def f(m):
             sv = ExactStreamingVocoder(voc)
@@ -299,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from voicepipe.nn.codec import MelVQCodec
+    from voicepipe.nn.tts.codec import MelVQCodec
 
     torch.set_num_threads(args.threads)
     data = heldout(args.sentences or (8 if args.quick else 30))

@@ -49,14 +49,14 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe.bench.llm import _cpu
-    from voicepipe.nn import engine as E
-    from voicepipe.nn.tokenizer import ChatTokenizer
-    from voicepipe.spec.drafter import DrafterSpec
-    from voicepipe.spec.hybrid import HybridProposer
-    from voicepipe.spec.loop import SpeculativeDecoder
-    from voicepipe.spec.metrics import SpecMetrics
-    from voicepipe.spec.ngram import NgramProposer
-    from voicepipe.spec.sampling import SamplingParams
+    from voicepipe.nn.llm import engine as E
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
+    from voicepipe.speculative.drafter import DrafterSpec
+    from voicepipe.speculative.hybrid import HybridProposer
+    from voicepipe.speculative.loop import SpeculativeDecoder
+    from voicepipe.speculative.metrics import SpecMetrics
+    from voicepipe.speculative.ngram import NgramProposer
+    from voicepipe.speculative.sampling import SamplingParams
     from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
 
     cfg = args.config.llm
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _siblings(spec: str) -> list[float | None]:
     """--siblings' values: runner-up thresholds, None for 'off' (default: the engine's)."""
-    from voicepipe.nn.engine import TUNINGS
+    from voicepipe.nn.llm.engine import TUNINGS
 
     if not spec:
         return [TUNINGS.eagle_alt_min]
@@ -214,7 +214,7 @@ def _stores(spec: str) -> list[bool]:
 
 def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
     """The decoder without its hybrid's reply store when not on (spec.replies)."""
-    from voicepipe.spec.hybrid import HybridProposer
+    from voicepipe.speculative.hybrid import HybridProposer
 
     if not on and isinstance(dec.proposer, HybridProposer):
         dec.proposer.store = None
@@ -223,8 +223,8 @@ def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
 
 def _with_siblings(dec, alt: float | None):  # noqa: ANN001, ANN202
     """The decoder with its EAGLE proposer's runner-up threshold set to alt."""
-    from voicepipe.nn.draft_spec import EagleProposer
-    from voicepipe.spec.hybrid import HybridProposer
+    from voicepipe.nn.llm.draft_spec import EagleProposer
+    from voicepipe.speculative.hybrid import HybridProposer
 
     p = dec.proposer
     p = p.draft if isinstance(p, HybridProposer) else p

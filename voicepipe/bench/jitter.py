@@ -159,9 +159,9 @@ def simulated(
 ) -> dict[str, Any]:
     import numpy as np
 
-    from voicepipe.core import playout_sim as ps
-    from voicepipe.core.faults import FaultSchedule
-    from voicepipe.core.jitter import JitterParams
+    from voicepipe.bench import playout_sim as ps
+    from voicepipe.core.playout.faults import FaultSchedule
+    from voicepipe.core.playout.jitter import JitterParams
 
     frame = sr * cfg.audio.frame_ms // 1000
     n = int(seconds * 1000 / cfg.audio.frame_ms)
@@ -198,7 +198,7 @@ async def _through_netsim(
 
     from voicepipe.client import ClientSession
     from voicepipe.clock import now_ns
-    from voicepipe.core.faults import FaultSchedule
+    from voicepipe.core.playout.faults import FaultSchedule
     from voicepipe.netsim import NetSim
 
     sim = NetSim(("127.0.0.1", 0), (host, port), spec, directions="down")
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
     import os
     import platform
 
-    from voicepipe.core.faults import FaultSpec
+    from voicepipe.core.playout.faults import FaultSpec
 
     cfg = args.config
     names = args.scenario or sorted(SCENARIOS)

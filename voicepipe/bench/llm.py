@@ -3,7 +3,7 @@
 Prints one JSON object:
 
   models:   one row per model and weight format: load_s (GGUF → ready; after a
-            first load, from the packed-weights cache: voicepipe/nn/packed.py),
+            first load, from the packed-weights cache: voicepipe/nn/llm/packed.py),
             ttft_ms (prefill of a ~100-token chat prompt → first token),
             tpot_ms and decode_tok_s (plain greedy decode, best of --repeats
             runs of --tokens tokens; the machine is shared, so best-of
@@ -128,7 +128,7 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
     """
     from dataclasses import replace
 
-    from voicepipe.nn.engine import ModelTarget
+    from voicepipe.nn.llm.engine import ModelTarget
 
     target = ModelTarget(engine.model, len(ids) + n + 16)
     prop = None
@@ -152,9 +152,9 @@ def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
 
 
 def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = True) -> dict:
-    from voicepipe.nn import llama
-    from voicepipe.nn.engine import ModelTarget, gguf_path
-    from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import ModelTarget, gguf_path
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
 
     m, load_s = llama.load(gguf_path(name), weights, max_len=1024, kernels=kernels)
     tok = ChatTokenizer(m.metadata)
@@ -197,7 +197,7 @@ def verify_costs(m, ids: list[int], passes: int = 12) -> dict:  # noqa: ANN001 (
     best-of-``passes``, interleaved over T (a shared machine's load hits all
     alike), at the end of the prompt with the cache rolled back after each pass.
     """
-    from voicepipe.nn import llama
+    from voicepipe.nn.llm import llama
 
     cache = m.new_cache(len(ids) + max(VERIFY_ROWS) + 1)
     llama.prefill(m, cache, ids)
@@ -220,8 +220,8 @@ def verify_costs(m, ids: list[int], passes: int = 12) -> dict:  # noqa: ANN001 (
 def drafter_rows(
     model: str, drafter: str, weights: str, k: int, sets: dict, n: int, repeats: int
 ) -> list[dict]:
-    from voicepipe.nn.engine import load_engine
-    from voicepipe.spec.metrics import SpecMetrics
+    from voicepipe.nn.llm.engine import load_engine
+    from voicepipe.speculative.metrics import SpecMetrics
 
     eng = load_engine(model, weights, drafter, k=k, adaptive=True)
     rows = []
@@ -341,9 +341,9 @@ def run(args: argparse.Namespace) -> int:
 def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:
     """llama.cpp on the model rows' prompt (same GGUF, same chat template)."""
     from voicepipe.bench.llm_peer import llamacpp_row
-    from voicepipe.nn.engine import gguf_path
-    from voicepipe.nn.gguf import load as load_gguf
-    from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.nn.llm.engine import gguf_path
+    from voicepipe.nn.llm.gguf import load as load_gguf
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
 
     tok = ChatTokenizer(load_gguf(gguf_path(name)).metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])

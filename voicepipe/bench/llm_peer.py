@@ -23,7 +23,7 @@ import time
 
 def llamacpp_row(name: str, ids: list[int], n: int, repeats: int, threads: int) -> dict:
     """Load time, TTFT of prompt ``ids`` and greedy decode speed of ``n`` tokens."""
-    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.llm.engine import gguf_path
 
     row: dict = {"model": name, "weights": "gguf", "kernel": "llama.cpp", "threads": threads}
     job = {"path": str(gguf_path(name)), "ids": ids, "n": n, "repeats": repeats}

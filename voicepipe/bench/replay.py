@@ -47,8 +47,8 @@ import time
 
 def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: ANN001
     """The reply's Site per position (sites[i]: after its first i+1 tokens)."""
-    from voicepipe.spec.ngram import NgramProposer
-    from voicepipe.spec.replay import Site
+    from voicepipe.speculative.ngram import NgramProposer
+    from voicepipe.speculative.replay import Site
 
     fork = eng.fork()
     target, eagle = fork.target, fork.proposer.draft
@@ -97,7 +97,7 @@ def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
     """One EAGLE draft step right after a target decode, in one-row decodes (best of n each)."""
     import torch
 
-    from voicepipe.nn import llama
+    from voicepipe.nn.llm import llama
 
     fork = eng.fork()
     target, runner = fork.target, fork.proposer.draft.runner
@@ -123,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe.bench.llm import PROMPTS, _cpu, verify_costs
-    from voicepipe.nn import engine as E
-    from voicepipe.spec import replay as R
-    from voicepipe.spec.adaptive import AdaptiveK
-    from voicepipe.spec.drafter import HYBRID
+    from voicepipe.nn.llm import engine as E
+    from voicepipe.speculative import replay as R
+    from voicepipe.speculative.adaptive import AdaptiveK
+    from voicepipe.speculative.drafter import HYBRID
     from voicepipe.training.draft_prompts import OPEN_PROMPTS, heldout_prompts
 
     T = E.TUNINGS

@@ -41,8 +41,8 @@ QUESTIONS = (
 
 def _child(model: str, weights: str) -> None:
     """One load in this fresh process; prints its JSON row."""
-    from voicepipe.nn import llama
-    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import gguf_path
 
     m, load_s = llama.load(gguf_path(model), weights, max_len=2048)
     print(json.dumps({"load_s": round(load_s, 2), "kernel": m.kernel}))
@@ -60,8 +60,9 @@ def _spawn(model: str, weights: str) -> dict:
 
 
 def load_row(model: str, weights: str, repeats: int, cold: bool) -> dict:
-    from voicepipe.nn import kernels, packed
-    from voicepipe.nn.engine import gguf_path
+    from voicepipe.nn import kernels
+    from voicepipe.nn.llm import packed
+    from voicepipe.nn.llm.engine import gguf_path
 
     kernels.llama_step()  # built once per machine: not part of any start-up below
     path = packed.cache_path(gguf_path(model), weights, True)
@@ -84,7 +85,7 @@ def load_row(model: str, weights: str, repeats: int, cold: bool) -> dict:
 
 async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
     from voicepipe.frames import SpanFrame
-    from voicepipe.stages.llm import LlmStage
+    from voicepipe.stages.llm.stage import LlmStage
 
     stage = LlmStage(cfg, engine)
     spans: list[SpanFrame] = []
@@ -108,7 +109,7 @@ async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
 
 def turns_rows(model: str, drafter: str, max_new: int) -> list[dict]:
     from voicepipe.config import Config
-    from voicepipe.stages.llm import engine_for
+    from voicepipe.stages.llm.stage import engine_for
 
     out = []
     for share in (False, True):
@@ -138,7 +139,7 @@ async def _stall(model: str, drafter: str, chunk: int) -> dict:
     between steps during B's prefill, with B's prefill in ``chunk``-token passes (0: one)."""
     from voicepipe.config import Config
     from voicepipe.frames import SpanFrame, TextDelta
-    from voicepipe.stages.llm import LlmStage, engine_for
+    from voicepipe.stages.llm.stage import LlmStage, engine_for
 
     c = Config()
     llm = dataclasses.replace(c.llm, model=model, drafter=drafter, prefill_chunk=chunk)

@@ -40,8 +40,8 @@ def _speak(backend, text: str):  # noqa: ANN001, ANN201
 
 
 def run(cfg, backends: list[str]) -> dict:  # noqa: ANN001
-    from voicepipe.core.textnorm import normalize
-    from voicepipe.core.wer import wer
+    from voicepipe.core.text.norm import normalize
+    from voicepipe.core.text.wer import wer
     from voicepipe.roundtrip import transcribe
     from voicepipe.stages.tts import CodecLMBackend, HibariBackend
 

@@ -40,7 +40,7 @@ BETAS = (0.0, 0.1, 0.2, 0.3, 0.5)
 def _row(
     backend: str, rule: str, beta: float | None, res: list, refs: list[str], base_lm: float | None
 ) -> dict:
-    from voicepipe.core.wer import wer
+    from voicepipe.core.text.wer import wer
     from voicepipe.roundtrip import transcribe
 
     hyps = [transcribe(r.audio, 22050) for r in res]
@@ -72,7 +72,7 @@ def _row(
 def _hibari(texts: list[str]) -> list:
     import numpy as np
 
-    from voicepipe.nn.codec_tts import SynthResult
+    from voicepipe.nn.tts.codec_tts import SynthResult
     from voicepipe.stages.tts import HibariBackend
 
     # The corpus text as the codec-LM rows get it (CodecLMTTS, no text front-end), so the
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> dict:
     import numpy as np
     import torch
 
-    from voicepipe.nn.codec_tts import CodecLMTTS, SynthResult
+    from voicepipe.nn.tts.codec_tts import CodecLMTTS, SynthResult
     from voicepipe.training.corpus import sentences
 
     torch.set_num_threads(args.threads)
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> dict:
         print(json.dumps(rows[-1]), file=sys.stderr)
     models = None
     if args.ckpt:
-        from voicepipe.nn.codec_tts import load_training_checkpoints
+        from voicepipe.nn.tts.codec_tts import load_training_checkpoints
 
         models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
     tts = CodecLMTTS.from_config(args.config, args.model or None, models)

@@ -4,7 +4,7 @@ N sessions (1, 2, 4, … up to ``--sessions``) each speak one reply of the held-
 reply set (its first ``--chunks`` chunks, handed to the TTS stage the way the LLM
 stage hands them), starting ``--stagger-ms`` apart, in one process over one shared
 codec LM: first with ``tts.batching`` off (each session advances its own synthesis
-on a thread of its own) and then on (the TTS batcher, stages/tts_batch.py), the
+on a thread of its own) and then on (the TTS batcher, schedulers/tts_batch.py), the
 order alternating per level. Only the TTS stage runs (no ASR, no LLM).
 
 Per level and mode:
@@ -124,8 +124,8 @@ async def bench(cfg: Any, max_n: int, chunks: int, stagger_s: float, log: Any) -
 
     from voicepipe.bench.e2e import _levels
     from voicepipe.bench.tts_replies import load_replies
+    from voicepipe.schedulers.tts_batch import tts_batcher_for
     from voicepipe.stages.tts import CodecLMBackend
-    from voicepipe.stages.tts_batch import tts_batcher_for
 
     if cfg.tts.backend != "codec-lm":
         raise SystemExit("bench tts-batch measures the codec-lm backend (tts.backend)")

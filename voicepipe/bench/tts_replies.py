@@ -62,7 +62,7 @@ def make_replies(cfg, model: str, out: Path | None = None, limit: int = 0) -> Pa
     import asyncio
 
     from voicepipe.frames import TextChunk, TextDelta
-    from voicepipe.stages.llm import LlmStage, engine_for
+    from voicepipe.stages.llm.stage import LlmStage, engine_for
 
     llm = dataclasses.replace(
         cfg.llm, model=model, drafter=_drafter(model, cfg.llm.drafter), temperature=0.0
@@ -120,7 +120,7 @@ def _write(out: Path, model: str, cfg, rows: list[dict]) -> None:  # noqa: ANN00
             "max_new_tokens": c.max_new_tokens,
             "system_prompt": c.system_prompt,
             "drafter": c.drafter,
-            "via": "voicepipe.stages.llm.LlmStage.reply, one fresh conversation per prompt",
+            "via": "voicepipe.stages.llm.stage.LlmStage.reply, one fresh conversation per prompt",
         },
         "replies": rows,
     }

@@ -89,8 +89,8 @@ def _score(
     base_lm: float | None,
     worst: int,
 ) -> dict:  # noqa: ANN001
-    from voicepipe.core.textnorm import normalize
-    from voicepipe.core.wer import dropout, wer
+    from voicepipe.core.text.norm import normalize
+    from voicepipe.core.text.wer import dropout, wer
     from voicepipe.roundtrip import transcribe
 
     hyps = [" ".join(transcribe(w, RATE, model=asr) for w in s.windows()) for s in said]
@@ -177,8 +177,8 @@ def run_replies(args: argparse.Namespace) -> dict:
 
     from voicepipe.bench.tts import BETAS, _load
     from voicepipe.bench.tts_replies import load_replies
-    from voicepipe.core.textnorm import normalize
-    from voicepipe.nn.codec_tts import CodecLMTTS
+    from voicepipe.core.text.norm import normalize
+    from voicepipe.nn.tts.codec_tts import CodecLMTTS
 
     torch.set_num_threads(args.threads)
     data = load_replies(args.replies_model)
@@ -195,7 +195,7 @@ def run_replies(args: argparse.Namespace) -> dict:
 
     models = None
     if args.ckpt:  # a training checkpoint, e.g. one trained with the domain corpus
-        from voicepipe.nn.codec_tts import load_training_checkpoints
+        from voicepipe.nn.tts.codec_tts import load_training_checkpoints
 
         models = load_training_checkpoints(args.ckpt, args.duration_ckpt)
     tts = CodecLMTTS.from_config(args.config, args.model or None, models)

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe.frames import Frame, TextChunk, TextDelta
     from voicepipe.registry import ModelError
-    from voicepipe.stages.llm import LlmStage, engine_for
+    from voicepipe.stages.llm.stage import LlmStage, engine_for
     from voicepipe.tools import ToolError
 
     if args.threads:

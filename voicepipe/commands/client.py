@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=("fifo", "adaptive"),
         default="adaptive",
         help="playout buffer of the virtual speaker: adaptive (the jitter buffer "
-        "of core/jitter.py, default) or fifo (fixed start delay)",
+        "of core/playout/jitter.py, default) or fifo (fixed start delay)",
     )
     p.add_argument("--silence", type=float, default=1.0, help="trailing silence, seconds")
     p.add_argument(

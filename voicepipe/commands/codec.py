@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from voicepipe.audio import read_wav, resample, write_wav
-    from voicepipe.nn.codec import from_config
+    from voicepipe.nn.tts.codec import from_config
     from voicepipe.registry import ModelError
 
     cfg = args.config.codec

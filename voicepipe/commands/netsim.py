@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import signal
 
-    from voicepipe.core.faults import FaultSpec
+    from voicepipe.core.playout.faults import FaultSpec
     from voicepipe.netsim import NetSim, parse_hostport
 
     try:

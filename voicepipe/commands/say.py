@@ -42,7 +42,7 @@ def _handler(args: argparse.Namespace) -> int:
     else:
         import dataclasses
 
-        from voicepipe.nn.codec_tts import CodecLMTTS
+        from voicepipe.nn.tts.codec_tts import CodecLMTTS
         from voicepipe.registry import ModelError
 
         keys = ("rule", "beta", "top_k", "temperature", "seed")
@@ -59,10 +59,10 @@ def _handler(args: argparse.Namespace) -> int:
         # paid once per process by a server; a one-off run pays them here, unmeasured.
         tts.warm_up()
         tts.synth("Warm up.", opts)
-        # Spoken the way the TTS stage speaks it (tts.normalize: core/textnorm.py).
+        # Spoken the way the TTS stage speaks it (tts.normalize: core/text/norm.py).
         text = args.text
         if cfg.tts.normalize:
-            from voicepipe.core.textnorm import normalize
+            from voicepipe.core.text.norm import normalize
 
             text = normalize(text)
         res = tts.synth(text, opts)

@@ -1,6 +1,6 @@
 """The LLM batch scheduler's policy: who runs in the next pass, and how far to speculate.
 
-Sans-I/O: no clocks, no threads, no torch. The shell (voicepipe/stages/llm_batch.py)
+Sans-I/O: no clocks, no threads, no torch. The shell (voicepipe/schedulers/llm_batch.py)
 owns the model and the sessions' decoders; it asks this policy what to run at each
 step and tells it what each step cost and how many drafts were accepted.
 

@@ -16,7 +16,7 @@ holds it against the tool's schema (required keys, types, no unknown keys) so a
 bad call becomes an error message for the model, not an exception in a tool.
 
 The runtime (running tools, timers, user tools) is ``voicepipe/tools.py``; the
-LLM stage drives both (``voicepipe/stages/llm.py``).
+LLM stage drives both (``voicepipe/stages/llm/stage.py``).
 """
 
 from __future__ import annotations

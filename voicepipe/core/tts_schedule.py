@@ -1,6 +1,6 @@
 """Whose speech the TTS batcher works on next: earliest run-dry first (sans I/O).
 
-Every speaking session's synthesis runs on one TTS worker (stages/tts_batch.py),
+Every speaking session's synthesis runs on one TTS worker (schedulers/tts_batch.py),
 which after each batched codec-LM step makes one vocoder push. Which one? Audio
 plays in real time once it is out, so each session has a moment when what it
 has been sent runs out: its deadline. A reply that has no audio yet is due the

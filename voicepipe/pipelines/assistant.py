@@ -28,7 +28,7 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm_remote import llm_stage
+    from voicepipe.stages.llm.remote import llm_stage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
     from voicepipe.stages.turns import BargeIn
@@ -49,12 +49,12 @@ def preload(cfg: Config) -> None:
     The codec-LM TTS weights (LM, draft, durations, codebooks, vocoder) load into
     the process-wide share every session's TTS stage uses, and the warm-up runs
     the vocoder's streaming shapes once for the whole process. The LLM's packed
-    weights come from their on-disk cache after the first start (voicepipe/nn/packed.py),
+    weights come from their on-disk cache after the first start (voicepipe/nn/llm/packed.py),
     and its system prompt's keys and values go into the prefix cache, so the first
     session copies them too. Each step says on stderr what it loads and how long it took
     (stdout's first line stays the URL line)."""
-    from voicepipe.nn.asr import WhisperAsr
-    from voicepipe.stages.llm import engine_for
+    from voicepipe.nn.asr.whisper import WhisperAsr
+    from voicepipe.stages.llm.stage import engine_for
     from voicepipe.stages.tts import make_backend
 
     _loading(f"ASR {cfg.asr.model}", lambda: WhisperAsr.from_config(cfg))
@@ -64,7 +64,7 @@ def preload(cfg: Config) -> None:
     else:
         _loading(f"LLM {c.model} (at {c.base_url})", lambda: check_llm_backend(cfg))
     if cfg.tts.backend == "codec-lm":
-        from voicepipe.nn.codec_tts import CodecLMTTS
+        from voicepipe.nn.tts.codec_tts import CodecLMTTS
 
         _loading(f"TTS codec-lm ({cfg.codec.model}, {cfg.codec.vocoder})",
                  lambda: CodecLMTTS.shared(cfg).warm_up())  # fmt: skip
@@ -82,7 +82,7 @@ def _loading(what: str, load: Callable[[], object]) -> None:
 
 def check_llm_backend(cfg: Config) -> None:
     """An ``llm.backend`` other than local: its server must answer before we serve."""
-    from voicepipe.stages.llm_remote import LlmBackendError, check
+    from voicepipe.stages.llm.remote import LlmBackendError, check
 
     try:
         check(cfg)

@@ -17,7 +17,7 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm_remote import llm_stage
+    from voicepipe.stages.llm.remote import llm_stage
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
     return [AsrStage(cfg, turns=turns), llm_stage(cfg, turns=turns)]

@@ -7,7 +7,7 @@ endpoints on one port: an ASGI app (server/asgi.py) on uvicorn.
     await server.close()          # stop accepting, let replies in flight finish (bounded),
                                   # 1001 to every session, pipelines stopped, tasks reaped
 
-Admission (core/admission.py): a connection waits for its hello in a pending pool
+Admission (core/wire/admission.py): a connection waits for its hello in a pending pool
 of its own, so idle sockets never take a session slot; the Origin and Host checks
 (server/hosts.py) judge names against the server's own, never the client's Host.
 ``server.app`` is the ASGI app; ``start`` runs it on uvicorn with the protocol
@@ -27,8 +27,8 @@ import uvicorn
 
 from voicepipe import pipelines
 from voicepipe.config import Config
-from voicepipe.core import protocol as P
-from voicepipe.core.admission import Admission, Limits, Refusal
+from voicepipe.core.wire import protocol as P
+from voicepipe.core.wire.admission import Admission, Limits, Refusal
 from voicepipe.server import asgi, memory, static, uvicorn_protocols
 from voicepipe.server.hosts import OwnHosts, is_loopback
 from voicepipe.server.metrics import ServerMetrics

@@ -27,7 +27,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server import openai_api, static
 from voicepipe.server.metrics import CONTENT_TYPE
 from voicepipe.server.realtime import PATH as REALTIME_PATH

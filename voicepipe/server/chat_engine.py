@@ -23,7 +23,7 @@ from typing import Any
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core.openai_chat import ApiError, ChatRequest, StopScanner
+from voicepipe.core.wire.openai_chat import ApiError, ChatRequest, StopScanner
 
 _DONE = object()
 PROMPT_MARGIN = 8  # positions kept free past the reply (as the LLM stage does)
@@ -60,7 +60,7 @@ class ChatEngine:
     async def _load(self) -> Any:
         async with self._load_lock:
             if self._engine is None:
-                from voicepipe.stages.llm import engine_for
+                from voicepipe.stages.llm.stage import engine_for
 
                 self._engine = await asyncio.to_thread(engine_for, self.cfg)
         return self._engine
@@ -86,7 +86,7 @@ class ChatEngine:
 
     def _sampled(self, eng: Any, req: ChatRequest) -> Any:
         """The engine with the request's sampling (same caches), or as configured."""
-        from voicepipe.spec.sampling import SamplingParams
+        from voicepipe.speculative.sampling import SamplingParams
 
         c = self.cfg.llm
         sp = SamplingParams(
@@ -121,7 +121,7 @@ class ChatEngine:
             self._turn.release()
 
     async def _generate(self, job: Job) -> AsyncIterator[str | Finished]:
-        from voicepipe.nn.tokenizer import StreamDecoder
+        from voicepipe.nn.llm.tokenizer import StreamDecoder
 
         eng = self._sampled(await self._load(), job.request)
         target = eng.target

@@ -51,7 +51,7 @@ class ServerMetrics:
         )
         for name in _PLAYOUT_COUNTERS:  # present (at 0) before the first report
             self.playout.labels(name)
-        # Preemptive generation (core/preempt.py): tentative replies kept or cancelled.
+        # Preemptive generation (core/turns/preempt.py): tentative replies kept or cancelled.
         self.preempt = Counter(
             "voicepipe_preempt_replies",
             "Tentative replies started on a stable transcript, by outcome",

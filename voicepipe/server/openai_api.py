@@ -2,7 +2,7 @@
 
 Any OpenAI client (the official SDKs, LangChain, curl) can use voicepipe's own
 speculative LLM (server/chat_engine.py) with ``base_url = http://HOST:PORT/v1``.
-Requests and shapes are checked in ``core/openai_chat.py``; every error is the
+Requests and shapes are checked in ``core/wire/openai_chat.py``; every error is the
 API's error object with its HTTP status. ``stream: true`` answers with
 server-sent events (``data: {chunk}`` … ``data: [DONE]``); ``usage`` comes with
 the whole completion, or as a last chunk with ``stream_options.include_usage``.
@@ -29,7 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from voicepipe.core import openai_chat as O
+from voicepipe.core.wire import openai_chat as O
 from voicepipe.frames import MetricsFrame
 from voicepipe.server.chat_engine import ChatEngine, Finished, Job
 

@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from voicepipe.config import ConfigError, RayConfig
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 
 CALLBACK_ENV = "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH"
 CALLBACK = "voicepipe.server.ray_proxy.middlewares"

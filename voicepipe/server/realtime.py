@@ -41,12 +41,12 @@ import numpy as np
 import soxr
 
 from voicepipe import pipelines
-from voicepipe.core import protocol as P
-from voicepipe.core import realtime as R
-from voicepipe.core import realtime_server as S
-from voicepipe.core.realtime_commits import CommitTracker
-from voicepipe.core.realtime_events import FunctionTool, ToolChoice
-from voicepipe.core.realtime_llm import chat_message, token_budget, tool_spec
+from voicepipe.core.realtime import api as R
+from voicepipe.core.realtime import server_events as S
+from voicepipe.core.realtime.commits import CommitTracker
+from voicepipe.core.realtime.events import FunctionTool, ToolChoice
+from voicepipe.core.realtime.llm import chat_message, token_budget, tool_spec
+from voicepipe.core.wire import protocol as P
 from voicepipe.frames import (
     Alert,
     ContextEdit,

@@ -7,7 +7,7 @@ Whatever a client does (garbage, oversize messages, vanishing mid-stream,
 never reading), only its own session ends, with a close code from
 docs/PROTOCOL.md, and every task the session started is reaped before ``run``
 returns. A connection is only a session once the server admits its hello
-(core/admission.py); until then it holds no pipeline and no session slot.
+(core/wire/admission.py); until then it holds no pipeline and no session slot.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import soxr
 
 from voicepipe import pipelines
 from voicepipe.clock import now_ns
-from voicepipe.core import protocol as P
-from voicepipe.core.admission import Ticket
-from voicepipe.core.session_rules import ServerLimits, ServerRules
+from voicepipe.core.wire import protocol as P
+from voicepipe.core.wire.admission import Ticket
+from voicepipe.core.wire.session_rules import ServerLimits, ServerRules
 from voicepipe.frames import (
     Alert,
     AudioIn,
@@ -70,7 +70,7 @@ class Session:
         self.id = server.session_prefix + uuid.uuid4().hex[:12]
         self.start_ns = now_ns()
         c = self.cfg.server
-        # Hello first and once, message order, deadlines: core/session_rules.py.
+        # Hello first and once, message order, deadlines: core/wire/session_rules.py.
         self.rules = ServerRules(
             ServerLimits(
                 hello_timeout_ns=round(c.hello_timeout_s * 1e9),

@@ -32,7 +32,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import State
 
-from voicepipe.core import protocol as P
+from voicepipe.core.wire import protocol as P
 from voicepipe.server.transport import ABORT_EXTENSION
 
 SEND_BUFFER_BYTES = 128 * 1024  # ~0.7 s of 48 kHz PCM16 (the kernel doubles it)

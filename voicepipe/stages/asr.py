@@ -1,10 +1,10 @@
 """Streaming speech recognition stage: AudioIn → SpeechStart / partials / SpeechEnd / final.
 
-    AudioIn ─► Silero VAD (32 ms chunks, state carried) ─► Endpointer (core/endpoint.py)
+    AudioIn ─► Silero VAD (32 ms chunks, state carried) ─► Endpointer (core/turns/endpoint.py)
                  │ SpeechStart (turn born here)              │ SpeechEnd + spans
                  └──────────── decoder task ◄────────────────┘
                      asyncio.to_thread(WhisperAsr.transcribe) on the turn's audio
-                     → TranscriptPartial (stable prefix, core/partials.py)
+                     → TranscriptPartial (stable prefix, core/turns/partials.py)
                      → TranscriptFinal
 
 ``process`` only runs the VAD and the endpointer (well under a millisecond
@@ -21,7 +21,7 @@ per stage runs one decode at a time, picking the most useful job:
 Preemptive generation (``turns.preempt``): when a decode that saw at least
 ``turns.preempt_after_ms`` of trailing silence finishes while the turn is
 still open, its text goes out as ``TranscriptStable`` so the LLM can start a
-tentative reply (core/preempt.py). That decode is the early final itself (no
+tentative reply (core/turns/preempt.py). That decode is the early final itself (no
 extra work): an early final decoded before the pause reached ``preempt_after_ms``
 (``asr.early_final_ms`` smaller) goes out as the stable text the moment it does,
 so the decode's time overlaps the silence instead of following it; a smaller
@@ -48,8 +48,8 @@ import numpy as np
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core.endpoint import EndpointConfig, Endpointer, SpeechEnded, SpeechStarted
-from voicepipe.core.partials import StablePrefix
+from voicepipe.core.turns.endpoint import EndpointConfig, Endpointer, SpeechEnded, SpeechStarted
+from voicepipe.core.turns.partials import StablePrefix
 from voicepipe.frames import (
     AudioIn,
     Cancel,
@@ -67,10 +67,10 @@ from voicepipe.frames import (
     TranscriptStable,
     TurnControl,
 )
-from voicepipe.nn.asr import Hypothesis, WhisperAsr
-from voicepipe.nn.vad import CHUNK, SileroVad
+from voicepipe.nn.asr.vad import CHUNK, SileroVad
+from voicepipe.nn.asr.whisper import Hypothesis, WhisperAsr
+from voicepipe.schedulers.asr_gate import decode_gate
 from voicepipe.stage import Stage, TurnCounter
-from voicepipe.stages.asr_gate import decode_gate
 
 log = logging.getLogger(__name__)
 SR = 16000  # what Silero and Whisper consume
@@ -410,7 +410,7 @@ class AsrStage(Stage):
                 await self._finish(turn, turn.best[1] if turn.best else None)
                 continue
             gate = decode_gate() if self.cfg.asr.decode_priority else None
-            if gate is not None:  # finals before other sessions' partials (stages/asr_gate.py)
+            if gate is not None:  # finals before other sessions' partials (schedulers/asr_gate.py)
                 await gate.acquire(urgent=kind != "partial")
             try:
                 if gate is not None:

@@ -25,7 +25,7 @@ import soxr
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core.protocol import pcm16_from_float
+from voicepipe.core.wire.protocol import pcm16_from_float
 from voicepipe.frames import (
     Cancel,
     Frame,

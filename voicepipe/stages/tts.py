@@ -2,16 +2,16 @@
 
 Backends (``tts.backend``) are synchronous generators of float32 audio chunks;
 the stage pulls one chunk at a time in a worker thread (or, codec-lm with
-``tts.batching``, from the process's TTS batcher, stages/tts_batch.py, which
+``tts.batching``, from the process's TTS batcher, schedulers/tts_batch.py, which
 speaks every session's text on shared workers), so an ``Interrupt`` (which
 cancels the in-flight ``process``) stops synthesis at the next chunk boundary
 and nothing of the old turn is pushed after it.
 
 - ``codec-lm``: the project's codec LM with speculative decoding, streamed
-  frame by frame into the MelVQ codec's streaming decoder (nn/codec_tts.py).
+  frame by frame into the MelVQ codec's streaming decoder (nn/tts/codec_tts.py).
 - ``hibari``: the teacher TTS as a baseline, one chunk per sentence.
 
-Text front-end (``tts.normalize``, core/textnorm.py): both backends speak the
+Text front-end (``tts.normalize``, core/text/norm.py): both backends speak the
 chunk's text with numbers, dates, symbols, list markers and the like written
 out as words; the stage keeps the original text for ``ReplyEnd`` and the
 barge-in bookkeeping, which weighs each original word by how long its spoken
@@ -23,7 +23,7 @@ first audio sample out of the codec decoder (the first non-empty chunk).
 Barge-in bookkeeping: the stage remembers how much audio each text chunk
 became; when the client's final playback report for a reply shows it was cut
 short, it sends ``ReplyHeard`` upstream so the LLM keeps only the words that
-were played (``core/heard.py``). A chunk the backend fails on is skipped with
+were played (``core/turns/heard.py``). A chunk the backend fails on is skipped with
 a non-fatal error event; the reply and the session go on.
 """
 
@@ -40,8 +40,8 @@ import numpy as np
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core import textnorm
-from voicepipe.core.heard import SpokenReply
+from voicepipe.core.text import norm as textnorm
+from voicepipe.core.turns.heard import SpokenReply
 from voicepipe.frames import (
     ErrorFrame,
     Frame,
@@ -53,8 +53,8 @@ from voicepipe.frames import (
     SystemFrame,
     TextChunk,
 )
+from voicepipe.schedulers.jobs import DONE, Job
 from voicepipe.stage import Stage
-from voicepipe.stages.jobs import DONE, Job
 
 log = logging.getLogger(__name__)
 # Speech rate used to guess the full length of a chunk cut off mid-synthesis.
@@ -99,7 +99,7 @@ class CodecLMBackend:
     sample_rate = OUT_RATE
 
     def __init__(self, cfg: Config) -> None:
-        from voicepipe.nn.codec_tts import CodecLMTTS
+        from voicepipe.nn.tts.codec_tts import CodecLMTTS
 
         # Weights are shared by every session of the process (loaded by the first one, or
         # by the pipeline's preload); a backend holds only its [tts] config and last stats.
@@ -119,7 +119,7 @@ class CodecLMBackend:
         yields the audio chunks); else None (the caller runs ``stream``)."""
         if not self.opts.batching:
             return None
-        from voicepipe.stages.tts_batch import tts_batcher_for
+        from voicepipe.schedulers.tts_batch import tts_batcher_for
 
         stats: dict = {}
         self.last_stats = stats

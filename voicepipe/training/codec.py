@@ -127,8 +127,8 @@ def load_steps(
 
     from voicepipe import registry
     from voicepipe.audio import read_wav
-    from voicepipe.nn.codec import wave_to_steps
-    from voicepipe.nn.mel import SAMPLE_RATE
+    from voicepipe.nn.tts.codec import wave_to_steps
+    from voicepipe.nn.vocoder.mel import SAMPLE_RATE
     from voicepipe.training.tts_data import read_manifest
 
     manifest = read_manifest(root)
@@ -161,7 +161,7 @@ def load_steps(
 def _handler(args: argparse.Namespace) -> int:
     import torch  # lazy: `voicepipe --help` must not pay for torch
 
-    from voicepipe.nn.codec import MelVQCodec, rvq_encode
+    from voicepipe.nn.tts.codec import MelVQCodec, rvq_encode
     from voicepipe.training.tts_data import data_dir
 
     torch.set_num_threads(args.threads)

@@ -8,7 +8,7 @@ Stages under $VOICEPIPE_HOME (gen and fit resume):
   replies is stored with the target's feature at every position
   (``draft_gen``) in data/draft/. Shard s holds prompts 32·s … 32·s + 31 of
   the seed's list, so a longer --n-prompts continues where a run stopped.
-- fit: trains ``voicepipe.nn.draft_model.EagleDraft`` on those shards, teacher
+- fit: trains ``voicepipe.nn.llm.draft_model.EagleDraft`` on those shards, teacher
   forced: from the target's feature at position i and the embedding of token
   i+1 it predicts the target's feature at i+1 (smooth-L1) and the target's
   next-token distribution over the reduced vocabulary (KL). Checkpoints,
@@ -61,9 +61,9 @@ def chat(tok, prompt: str, i: int, system: str = SYSTEM_PROMPT) -> list[int]:
 def gen(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.nn import llama
-    from voicepipe.nn.engine import gguf_path
-    from voicepipe.nn.tokenizer import ChatTokenizer
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import gguf_path
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
     from voicepipe.training.draft_gen import generate_batch, generate_one
     from voicepipe.training.draft_prompts import train_prompts
 

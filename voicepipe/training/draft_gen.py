@@ -19,8 +19,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from voicepipe.nn import llama
-from voicepipe.spec.sampling import SamplingParams, draw, probs
+from voicepipe.nn.llm import llama
+from voicepipe.speculative.sampling import SamplingParams, draw, probs
 
 
 @torch.inference_mode()

@@ -48,7 +48,7 @@ def load_utterances(
     collation stay the same."""
     import numpy as np
 
-    from voicepipe.nn.phonemes import align, n_frames_for
+    from voicepipe.nn.tts.phonemes import align, n_frames_for
     from voicepipe.training.tts_data import read_manifest
 
     out = []
@@ -126,7 +126,7 @@ def collate(utts: list[dict], idx: list[int]):
     import numpy as np
     import torch
 
-    from voicepipe.nn.phonemes import LOOKAHEAD
+    from voicepipe.nn.tts.phonemes import LOOKAHEAD
 
     sel = [utts[i] for i in idx]
     b = len(sel)
@@ -177,7 +177,7 @@ def init_states(path: Path) -> dict:
 def train(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.nn.codec_lm import (
+    from voicepipe.nn.tts.codec_lm import (
         CodecLM,
         ModelArgs,
         corrupt_prev,
@@ -185,8 +185,8 @@ def train(args: argparse.Namespace) -> int:
         init_weights,
         lm_loss,
     )
-    from voicepipe.nn.duration import DurArgs, DurationPredictor, duration_loss
-    from voicepipe.nn.hibari_teacher import n_phoneme_ids
+    from voicepipe.nn.tts.duration import DurArgs, DurationPredictor, duration_loss
+    from voicepipe.nn.tts.hibari_teacher import n_phoneme_ids
     from voicepipe.training.tts_data import data_dir
 
     torch.set_num_threads(args.threads)

@@ -50,7 +50,7 @@ def read_manifest(root: Path | None = None) -> list[dict]:
 def generate(root: Path, n_train: int, n_heldout: int, seed: int, limit: int | None = None) -> int:
     """Synthesize every corpus sentence not yet in the manifest; returns how many were added."""
     from voicepipe.audio import resample, write_wav
-    from voicepipe.nn.hibari_teacher import SAMPLES_PER_UNIT, HibariTeacher
+    from voicepipe.nn.tts.hibari_teacher import SAMPLES_PER_UNIT, HibariTeacher
     from voicepipe.training.corpus import sentences
 
     train, heldout = sentences(n_train, n_heldout, seed)
@@ -104,7 +104,7 @@ def encode_codes(root: Path, model: str, force: bool = False) -> int:
     import numpy as np
 
     from voicepipe.audio import read_wav
-    from voicepipe.nn.codec import MelVQCodec
+    from voicepipe.nn.tts.codec import MelVQCodec
 
     codec = MelVQCodec.load(model, q=None)
     (root / "codes").mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def domain_dir() -> Path:
 
 def chunk_reply(reply: str) -> list[str]:
     """The chunks the LLM stage hands the TTS for this reply."""
-    from voicepipe.core.chunker import Chunker
+    from voicepipe.core.text.chunker import Chunker
 
     ch = Chunker()
     out = ch.push(reply)
@@ -71,7 +71,7 @@ class _Replies:
         import asyncio
 
         from voicepipe.frames import TextDelta
-        from voicepipe.stages.llm import LlmStage, engine_for
+        from voicepipe.stages.llm.stage import LlmStage, engine_for
 
         if self.stage is None:
             self.stage = LlmStage(self.cfg, engine_for(self.cfg))
@@ -116,8 +116,8 @@ def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str,
 def generate(cfg, root: Path, n_prompts: int, seed: int, minutes: float) -> dict:  # noqa: ANN001
     """Speak every text not yet in the manifest with hibari; stop after ``minutes`` of audio."""
     from voicepipe.audio import resample, write_wav
-    from voicepipe.core.textnorm import normalize
-    from voicepipe.nn.hibari_teacher import SAMPLES_PER_UNIT, HibariTeacher
+    from voicepipe.core.text.norm import normalize
+    from voicepipe.nn.tts.hibari_teacher import SAMPLES_PER_UNIT, HibariTeacher
     from voicepipe.training.tts_data import WAV_RATE, read_manifest
 
     root.mkdir(parents=True, exist_ok=True)

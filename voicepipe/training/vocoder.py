@@ -1,4 +1,4 @@
-"""`voicepipe train vocoder`: the frame-rate iSTFT vocoder (nn/istft_vocoder.py) for the
+"""`voicepipe train vocoder`: the frame-rate iSTFT vocoder (nn/vocoder/istft_vocoder.py) for the
 codec's mels, trained on the teacher's recordings.
 
 Inputs are the mels the TTS really hands a vocoder: each utterance's stored codes
@@ -38,7 +38,7 @@ def load_rows(dirs: list[Path], split: str, q: int, limit: int = 0) -> list[dict
     import torch
 
     from voicepipe.audio import read_wav
-    from voicepipe.nn.codec import MelVQCodec
+    from voicepipe.nn.tts.codec import MelVQCodec
     from voicepipe.training.tts_data import read_manifest
 
     codec = MelVQCodec.load("melvq-hibari", q=q)
@@ -80,7 +80,7 @@ def crop(row: dict, s: int):  # noqa: ANN201
     target samples of frames [s, s + CROP) (zeros outside)."""
     import torch
 
-    from voicepipe.nn.istft_vocoder import SILENCE
+    from voicepipe.nn.vocoder.istft_vocoder import SILENCE
 
     mel, wave = row["mel"], row["wave"]
     f = mel.shape[1]
@@ -135,7 +135,7 @@ def train(args: argparse.Namespace) -> int:
     import torch
 
     from voicepipe import registry
-    from voicepipe.nn.istft_vocoder import FILE_NAME, IstftArgs, IstftVocoder
+    from voicepipe.nn.vocoder.istft_vocoder import FILE_NAME, IstftArgs, IstftVocoder
     from voicepipe.training.vocoder_loss import spectral_losses, total
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from voicepipe.nn.mel import LOG_FLOOR, N_FFT, mel_filterbank
+from voicepipe.nn.vocoder.mel import LOG_FLOOR, N_FFT, mel_filterbank
 
 RESOLUTIONS = ((512, 128), (1024, 256), (2048, 512))
 COMPRESS = 0.3

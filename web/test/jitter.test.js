@@ -1,5 +1,5 @@
 // Replays tests/data/jitter_vectors.json through web/jitter.js: every output sample,
-// decision and counter must equal what voicepipe/core/jitter.py produced.
+// decision and counter must equal what voicepipe/core/playout/jitter.py produced.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';

@@ -1,0 +1,73 @@
+"""The on-disk cache of packed weights (voicepipe.nn.llm.packed) on the default model.
+
+A load from the cache must give the very tensors packing gave (bit for bit)
+and so the same logits; a damaged cache file is noticed, removed and rebuilt.
+Each test packs SmolLM2-135M once or twice into a private $VOICEPIPE_HOME.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from voicepipe.nn.llm import llama, packed
+from voicepipe.nn.llm.engine import gguf_path
+from voicepipe.nn.llm.kv_cache import KVCache
+
+PROMPT = [1, 504, 3458, 282, 4649, 314, 253, 1789, 30]
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    src = gguf_path("smollm2-135m")  # resolved in the shared model cache first
+    monkeypatch.setenv("VOICEPIPE_HOME", str(tmp_path))
+    monkeypatch.setenv("VOICEPIPE_PACKED_CACHE", "1")
+    return src
+
+
+def _logits(m: llama.Transformer) -> torch.Tensor:
+    a = m.args
+    cache = KVCache(a.n_layer, a.n_kv_head, 32, a.head_dim, m.dtype)
+    return llama.forward(m, cache, torch.tensor(PROMPT), 0)
+
+
+def _same_weights(a: llama.Transformer, b: llama.Transformer) -> None:
+    sa, shapes_a = a.packed_state()
+    sb, shapes_b = b.packed_state()
+    assert shapes_a == shapes_b and sa.keys() == sb.keys()
+    for k in sa:
+        assert sa[k].dtype == sb[k].dtype and torch.equal(sa[k], sb[k]), k
+
+
+def test_cached_load_is_bit_identical(home: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    first, _ = llama.load(home, "int4", max_len=64)
+    err = capfd.readouterr().err
+    assert "packing" in err and "layer 30/30" in err  # the first load says what it does
+    (path,) = packed.cache_dir().glob("*.pt")
+    assert path == packed.cache_path(home, "int4", True)
+
+    again, _ = llama.load(home, "int4", max_len=64)
+    assert "packing" not in capfd.readouterr().err
+    _same_weights(first, again)
+    assert again.kernel == first.kernel and again.metadata == first.metadata
+    assert again.args == first.args
+    assert torch.equal(_logits(first), _logits(again))
+
+
+def test_a_corrupt_cache_file_is_rebuilt(home: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    ref, _ = llama.load(home, "int4", max_len=64)  # packed from the GGUF, writes the file
+    path = packed.cache_path(home, "int4", True)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # e.g. a disk that filled up under another writer
+    capfd.readouterr()
+
+    m, _ = llama.load(home, "int4", max_len=64)
+    err = capfd.readouterr().err
+    assert "unusable" in err and "rebuilding" in err and "packing" in err
+    _same_weights(ref, m)
+    assert path.stat().st_size == len(data)  # rebuilt whole
+    again, _ = llama.load(home, "int4", max_len=64)  # and read back
+    assert "unusable" not in capfd.readouterr().err
+    assert torch.equal(_logits(ref), _logits(again))

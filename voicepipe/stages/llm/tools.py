@@ -1,0 +1,196 @@
+"""The LLM stage's tool round trip: which tools a session has, running calls, alerts.
+
+Not a stage (stages never import each other): the async shell around
+``voicepipe/tools.py`` (the tools) and ``voicepipe/core/tools.py`` (the call
+format) that ``voicepipe/stages/llm/stage.py`` uses. Tools are on when ``[tools]
+enabled`` and the model's chat template renders tools (``ChatTokenizer.
+supports_tools``); otherwise the stage runs exactly as without this module.
+
+A call runs in a worker thread, bounded by ``[tools] timeout_s``; its result
+(or its error, as JSON the model can read) becomes the ``tool`` message the
+template renders back. A tool that schedules an alert (``set_timer``) does so
+through ``Alerts``: when it is due, an ``Alert`` frame goes into the stage's own
+inbox, so it is spoken after the reply in progress, never inside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from voicepipe.config import Config
+from voicepipe.core.tools import OPEN, ToolCall
+from voicepipe.frames import Alert
+from voicepipe.speculative import skeleton
+from voicepipe.speculative.drafter import Tunings
+from voicepipe.speculative.hybrid import HybridProposer
+from voicepipe.tools import Toolbox
+
+log = logging.getLogger(__name__)
+_RESULT_CHARS = 300  # of a tool's result kept in the llm.tool span
+_WARNED: set[str] = set()
+# Tool-call skeletons per tokenizer and tool set (stateless: sessions share them).
+_SKELETONS: dict[tuple[int, str], tuple[Any, skeleton.SkeletonProposer | None]] = {}
+_SKELETONS_MAX = 32  # distinct client tool sets kept
+
+
+def active_tools(cfg: Config, tokenizer: Any) -> Toolbox | None:  # tokenizer: ChatTokenizer
+    """The session's tools, or None when they are off (by config or by the template).
+    Raises ``voicepipe.tools.ToolError`` for a bad tool name: a config error."""
+    if not cfg.tools.enabled:
+        return None
+    if not getattr(tokenizer, "supports_tools", False):
+        if cfg.llm.model not in _WARNED:  # once per model and process, not per session
+            _WARNED.add(cfg.llm.model)
+            log.info("tools off: the chat template of %s does not render tools", cfg.llm.model)
+        return None
+    box = Toolbox.build(cfg.tools.builtin, cfg.tools.user)
+    return box if box.tools else None
+
+
+def system_prompt(cfg: Config, tools: Toolbox | None) -> str:
+    """The configured system prompt; ``[tools] system_prompt`` instead while tools are on."""
+    return (cfg.tools.system_prompt or cfg.llm.system_prompt) if tools else cfg.llm.system_prompt
+
+
+def tag_ids(tokenizer: Any) -> frozenset[int]:
+    """The special tokens the stage must see as text (the call tags)."""
+    ids = (tokenizer.id_of(OPEN), tokenizer.id_of("</tool_call>"))
+    return frozenset(i for i in ids if i is not None)
+
+
+def use_skeletons(engine: Any, specs: list[dict[str, Any]] | None) -> None:
+    """Draft tool calls' JSON from ``specs`` (speculative/skeleton.py) in front of a hybrid
+    drafter's lookup; ``specs`` None (tools off): stop. Other drafters: nothing."""
+    prop = getattr(engine, "proposer", None)
+    if not isinstance(prop, HybridProposer):
+        return
+    if not specs:
+        prop.skeleton = None
+        return
+    tok = engine.tokenizer
+    key = (id(tok), json.dumps(specs, sort_keys=True))
+    got = _SKELETONS.get(key)
+    if got is None or got[0] is not tok:  # (an id reused by another tokenizer)
+        if len(_SKELETONS) >= _SKELETONS_MAX:
+            _SKELETONS.clear()
+        tunings = getattr(getattr(engine, "drafter", None), "tunings", None) or Tunings()
+        try:
+            built = skeleton.build(tok, specs, tunings.skeleton_min_n)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            # An odd client schema costs the drafts, never the reply.
+            log.warning("no tool-call drafts for these tools: %r", e)
+            built = None
+        got = _SKELETONS[key] = (tok, built)
+    prop.skeleton = got[1]
+
+
+class Alerts:
+    """Timers of one session: ``alert_in`` (a ToolContext) is called from a tool's worker
+    thread; when due, ``deliver`` gets an ``Alert`` frame on the event loop."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        deliver: Callable[[Alert], Coroutine[Any, Any, None]],
+        turn: Callable[[], int],
+    ) -> None:
+        self.loop = loop
+        self.deliver = deliver
+        self.turn = turn
+        self._ids = itertools.count(1)
+        self._handles: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def alert_in(self, seconds: float, text: str, data: dict[str, Any]) -> str:
+        timer_id = f"t{next(self._ids)}"
+        self.loop.call_soon_threadsafe(self._schedule, timer_id, seconds, text, data)
+        return timer_id
+
+    def _schedule(self, timer_id: str, seconds: float, text: str, data: dict[str, Any]) -> None:
+        self._handles[timer_id] = self.loop.call_later(
+            seconds, self._fire, timer_id, text, {**data, "id": timer_id}
+        )
+
+    def _fire(self, timer_id: str, text: str, data: dict[str, Any]) -> None:
+        self._handles.pop(timer_id, None)
+        frame = Alert(turn_id=self.turn(), kind="timer", text=text, data=data)
+        task: asyncio.Task[None] = self.loop.create_task(self.deliver(frame))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def pending(self) -> int:
+        return len(self._handles)
+
+    def cancel_all(self) -> None:
+        for h in self._handles.values():
+            h.cancel()
+        self._handles.clear()
+        for t in self._tasks:
+            t.cancel()
+
+
+@dataclass
+class Round:
+    """One tool round of a reply: the calls the model made and what they returned."""
+
+    started_ns: int  # the first token of the first call
+    calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # calls that were not JSON calls
+    results: list[dict[str, Any]] = field(default_factory=list)
+    run_ms: float = 0.0
+
+    def messages(self, said: str) -> list[dict[str, Any]]:
+        """The assistant's tool-call message and one ``tool`` message per result, as the
+        chat template renders them (``said``: the text before the calls, if any)."""
+        msgs: list[dict[str, Any]] = [
+            {"role": "assistant", "content": said,
+             "tool_calls": [c.for_template() for c in self.calls]},
+        ]  # fmt: skip
+        msgs += [{"role": "tool", "content": r["content"]} for r in self.results]
+        return msgs
+
+    def span_attrs(self) -> dict[str, Any]:
+        return {
+            "tool": ",".join(c.name for c in self.calls),
+            "calls": [
+                {
+                    "name": c.name,
+                    "arguments": c.arguments,
+                    "ok": r["ok"],
+                    "result": r["content"][:_RESULT_CHARS],
+                }
+                for c, r in zip(self.calls, self.results, strict=False)  # then bad calls' errors
+            ],  # fmt: skip
+            "bad_calls": len(self.errors),
+            "run_ms": round(self.run_ms, 3),
+        }
+
+
+async def run_round(box: Toolbox, rnd: Round, ctx: Alerts, timeout_s: float) -> None:
+    """Run every call of the round, in order, each in a worker thread."""
+    t0 = time.perf_counter()
+    for call in rnd.calls:
+        try:
+            ok, content = await asyncio.wait_for(
+                asyncio.to_thread(box.call, call, ctx), timeout=timeout_s
+            )
+        except TimeoutError:
+            ok, content = False, json.dumps({"error": f"{call.name} took over {timeout_s:g} s"})
+        rnd.results.append({"ok": ok, "content": content})
+    for err in rnd.errors:  # tell the model its malformed call went nowhere, and what works
+        # (told only "bad call", the 1.5B gave up and said it could not help)
+        fix = (
+            f"bad tool call ({err}). Call again: a JSON object "
+            '{"name": <function-name>, "arguments": <args-json-object>} within '
+            f"<tool_call></tool_call> tags; the functions are {', '.join(box.tools)}."
+        )
+        rnd.results.append({"ok": False, "content": json.dumps({"error": fix})})
+    rnd.run_ms = (time.perf_counter() - t0) * 1e3
