@@ -1,0 +1,2 @@
+"""Hearing: Whisper through faster-whisper (whisper) and the streaming Silero VAD (vad).
+"""
