@@ -122,9 +122,15 @@ class LazyTensors(Mapping[str, torch.Tensor]):
     def __getitem__(self, name: str) -> torch.Tensor:
         from gguf.quants import dequantize
 
+        from voicepipe.nn.llm.dequant import dequantize as fast_dequantize
+
         t = self._t[name]
-        arr = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # a writable copy
-        w = torch.from_numpy(arr).reshape(tuple(int(s) for s in reversed(t.shape)))
+        shape = tuple(int(s) for s in reversed(t.shape))
+        w = fast_dequantize(t.data, t.tensor_type.name)
+        if w is None:  # F32 tensors and formats the fast path does not know
+            arr = np.array(dequantize(t.data, t.tensor_type), dtype=np.float32)  # writable copy
+            w = torch.from_numpy(arr)
+        w = w.reshape(shape)
         a = self.args
         if a.arch == "qwen2" and name.split(".")[-2] in ("attn_q", "attn_k"):
             w = neox_to_interleaved(w, a.n_head if ".attn_q." in name else a.n_kv_head)
