@@ -12,6 +12,8 @@ Formats not here fall back to the ``gguf`` package.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -75,8 +77,10 @@ def dequantize(data: np.ndarray, type_name: str) -> torch.Tensor | None:
     if type_name not in _FN:
         return None
     size, _ = BLOCKS[type_name]
-    # frombuffer: a read-only memory map is only read here, never written
-    raw = torch.frombuffer(np.ascontiguousarray(data).view(np.uint8).reshape(-1), dtype=torch.uint8)
+    flat = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    with warnings.catch_warnings():  # a read-only memory map: only read here, never written
+        warnings.simplefilter("ignore", UserWarning)
+        raw = torch.from_numpy(flat)
     if raw.numel() % size:
         raise ValueError(f"{type_name}: {raw.numel()} bytes is not a whole number of blocks")
     return _FN[type_name](raw.reshape(-1, size)).reshape(-1)
