@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
 
 README_MAX_LINES = 200
-# "issue 7", "Issue #21", "issue-9": a number in a tracker the repository does not have.
+# The word, then a number (with a space, a hyphen or "#" between): a number in a tracker
+# the repository does not have.
 TRACKER_REF = re.compile(r"\b[Ii]ssue[ -]?#?[0-9]+")
 # A command line in an indented (4 spaces) or fenced block; a wrapper such as
 # `nice -n 10` or `taskset -c 1` may come first.
