@@ -1,4 +1,4 @@
-"""`voicepipe bench draft` and `bench replay` run and report what docs/BENCHMARKS.md quotes."""
+"""`voicepipe bench draft` and `bench replay` run and report what docs/benchmarks/llm.md quotes."""
 
 from __future__ import annotations
 

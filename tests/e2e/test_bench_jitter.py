@@ -1,4 +1,4 @@
-"""`voicepipe bench jitter` runs and reports what docs/BENCHMARKS.md quotes."""
+"""`voicepipe bench jitter` runs and reports what docs/benchmarks/jitter.md quotes."""
 
 from __future__ import annotations
 

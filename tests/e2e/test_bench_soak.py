@@ -1,5 +1,5 @@
 """`voicepipe bench soak` and `bench hostile` run end to end (model-free parrot pipeline)
-and report what docs/BENCHMARKS.md quotes; the figures themselves come from the
+and report what docs/benchmarks/server.md quotes; the figures themselves come from the
 assistant pipeline in the benchmarks, never from tests."""
 
 from __future__ import annotations

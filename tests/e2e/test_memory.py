@@ -7,7 +7,7 @@ driver). After the third session the models are loaded, the kernel and shape
 caches warm and the worker threads started; from there to the last session RSS
 must stay within ``MARGIN_MB``. Before the fix every finished session stayed in
 a reference cycle, its LLM fork's ~95 MB KV cache with it: +109 MB per session,
-~1.9 GB over this run (docs/BENCHMARKS.md, "Memory per session").
+~1.9 GB over this run (docs/benchmarks/server.md, "Memory per session").
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "asr"
 CLIPS = ["utt12.wav", "utt00.wav", "utt02.wav"]  # "Hello.", "Turn on the kitchen lights.", …
 SESSIONS = 20
 # Keeping even 7 MB per session fails (17 × 7 MB), a KV cache per session (~95 MB) by far;
-# readings after the third varied by up to ~50 MB once the fix was in (docs/BENCHMARKS.md).
+# readings after the third varied by up to ~50 MB once the fix was in (docs/benchmarks/server.md).
 MARGIN_MB = 120.0
 
 

@@ -2,7 +2,7 @@
 
 It once read 7,671 of the domain corpus's 8,250 rows without a word: it was started
 while `tts-data --codes-only` was still encoding, and rows whose codes/ID.npy did
-not exist yet were dropped (docs/BENCHMARKS.md)."""
+not exist yet were dropped (docs/benchmarks/tts.md)."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ class OutputStage(Stage):
             # vr=True: soxr's default streaming mode emits output in ~50 ms blocks (16 kHz →
             # 22.05 kHz: ~1130 samples every 2–3 input chunks of 20 ms), so a reply produced at
             # about real time reached the client in 2–3-frame bursts and its first frames came
-            # late: the playout buffer, started at one frame + margin, ran dry once (issue 7).
+            # late: the playout buffer, started at one frame + margin, ran dry once (bench jitter).
             # The variable-rate engine emits in proportion to its input (~10–15 ms latency),
             # with the same passband (gain within 0.001 dB up to 7.5 kHz) and a tiny CPU cost.
             self._stream = soxr.ResampleStream(

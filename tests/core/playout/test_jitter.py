@@ -90,7 +90,7 @@ def test_jitter_40pm20_no_underruns_under_80ms(pull: int) -> None:
     assert 30 <= rep.stats["target_delay_ms"] <= 80
 
 
-# ------------------------------------------------ issue 7: the reply-start underrun
+# ------------------------------------- the playout work: the reply-start underrun
 
 ECHO_SR = 22050  # bench jitter: 16 kHz speech echoed by the loopback server at 22.05 kHz
 

@@ -96,7 +96,7 @@ def paced_send_times(
     starts and sends every frame that long ahead of its schedule, so it never sends faster
     than real time from a reply's start: the lead only lets a late producer catch up
     without its frames counting as late. (This model used to send the first lead_ms of a
-    reply at once, which the pacer never did: it hid reply-start underruns, issue 7.)
+    reply at once, which the pacer never did: it hid reply-start underruns.)
     """
     out = []
     for i in range(n_frames):

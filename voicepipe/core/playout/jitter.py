@@ -50,7 +50,7 @@ class JitterParams:
     accel_above_ms: int = 20  # accelerate while D > target + this
     # stretch while D < target - this. 0: the target (0.95 quantile + a block) is the
     # floor D must keep, not a midpoint; with 10, a buffer that started shallow settled
-    # up to 10 ms under it and ran dry on late frames under 40 ± 20 ms jitter (issue 7)
+    # up to 10 ms under it and ran dry on late frames under 40 ± 20 ms jitter (bench jitter)
     stretch_below_ms: int = 0
     peak_above_ms: int = 60  # r this far above the quantile target is a delay peak
     peak_period_ms: int = 10000  # peaks recurring within this keep peak mode on
