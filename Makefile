@@ -1,26 +1,36 @@
 # One-command set-up, run and test. Idempotent: a second run does nothing loud.
+# `make run` needs the base install and the models only; `make test` adds the extras
+# (tests, Ray, PortAudio bindings), installed while the models download and the LLM packs.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+BASE   := $(VENV)/.base
 STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/pip install -q --disable-pip-version-check
 
 .PHONY: setup models run test lint clean
 
-setup: $(STAMP) models
+setup:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) models
 
-$(STAMP): pyproject.toml
+$(BASE): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# torch first: the CPU wheel on disk; anything installed later that wants torch is then satisfied
-	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,local,ray]'
+	@$(PIP) torch==2.13.0
+	@$(PIP) -e .
 	@# EnCodec backend's model code: --no-deps, its declared deps would pull torchaudio (+ CUDA torch)
-	@$(BIN)/pip install -q --disable-pip-version-check --no-deps einops encodec==0.1.1
+	@$(PIP) --no-deps einops encodec==0.1.1
+	@touch $(BASE)
+
+$(STAMP): $(BASE)
+	@$(PIP) -e '.[dev,local,ray]'
 	@touch $(STAMP)
 
-models: $(STAMP)
+# Pulls the models and packs the LLM for this CPU (voicepipe models pull, docs/CLI.md).
+models: $(BASE)
 	@$(BIN)/voicepipe models pull --quiet
 
-run: setup
+run: models
 	$(BIN)/voicepipe serve
 
 test: setup

@@ -1,8 +1,13 @@
-"""`voicepipe models list | pull [NAME…] | verify [NAME…]`."""
+"""`voicepipe models list | pull [NAME…] | pack [NAME…] | verify [NAME…]`.
+
+``pull`` also packs the configured LLM for this CPU (``pack``), in a child process
+that starts as soon as the LLM's file is in place, so the 1.5B's minute of packing
+overlaps the other models' downloads instead of the first ``voicepipe serve``."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 
@@ -23,6 +28,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     pp.add_argument("--all", action="store_true", help="every model, not only the defaults")
     pp.add_argument("--force", action="store_true", help="fetch again even if present")
     pp.add_argument("--quiet", action="store_true", help="print only when something happens")
+    pp.add_argument(
+        "--no-pack", action="store_true",
+        help="do not pack the configured LLM's weights for this CPU after pulling it",
+    )  # fmt: skip
+    pk = sub2.add_parser(
+        "pack",
+        help="pack an LLM's weights for this CPU now (else done on its first load)",
+        description=(
+            "Builds the C++ kernels if needed, then dequantizes the GGUF and packs it into "
+            "the kernels' format once, into $VOICEPIPE_HOME/packed/; later loads map that "
+            "file. Default: the configured [llm] model and weights."
+        ),
+    )
+    pk.add_argument("names", nargs="*", help="LLM names or GGUF paths (default: [llm] model)")
+    pk.add_argument("--weights", default=None, help="weight format (default: [llm] weights)")
+    pk.add_argument("--quiet", action="store_true", help="say nothing when already packed")
     pv = sub2.add_parser("verify", help="check sha256 of local copies")
     pv.add_argument("names", nargs="*")
     p.set_defaults(func=run)
@@ -44,12 +65,9 @@ def run(args: argparse.Namespace) -> int:
     names = args.names or [m.name for m in ms.values() if every or m.default]
     try:
         if action == "pull":
-            log = (lambda *_: None) if args.quiet else print
-            for name in names:
-                path = registry.pull(name, force=args.force, log=log)
-                if not args.quiet:
-                    print(f"{name}: {path}")
-            return 0
+            return _pull(args, names, ms)
+        if action == "pack":
+            return _pack(args.names, args.weights, args.quiet)
         bad = 0
         for name in names:
             problems = registry.verify(name)
@@ -63,3 +81,70 @@ def run(args: argparse.Namespace) -> int:
     except registry.ModelError as e:
         print(f"voicepipe models: {e}", file=sys.stderr)
         return 1
+
+
+def _configured_llm() -> tuple[str, str]:
+    from voicepipe import config
+
+    cfg = config.load()
+    return cfg.llm.model, cfg.llm.weights
+
+
+def _pull(args: argparse.Namespace, names: list[str], ms: dict) -> int:
+    from voicepipe import registry
+
+    log = (lambda *_: None) if args.quiet else print
+    llm, weights = _configured_llm()
+    pack = None if args.no_pack or llm not in names or llm not in ms else llm
+    if pack is not None:  # the LLM first, so its packing overlaps the other downloads
+        names = [pack, *(n for n in names if n != pack)]
+    child: subprocess.Popen | None = None
+    try:
+        for name in names:
+            path = registry.pull(name, force=args.force, log=log)
+            if not args.quiet:
+                print(f"{name}: {path}")
+            if name == pack:
+                cmd = [sys.executable, "-m", "voicepipe.cli", "models", "pack", name,
+                       "--weights", weights, *(["--quiet"] if args.quiet else [])]  # fmt: skip
+                child = subprocess.Popen(cmd)  # its progress lines go to our stderr
+        if child is not None and child.wait() != 0:
+            print(f"voicepipe models: packing {pack} failed (it will be packed on first load)",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+    finally:
+        if child is not None and child.poll() is None:  # Ctrl-C: stop the packer too
+            child.terminate()
+            child.wait()
+    return 0
+
+
+def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
+    import time
+
+    from voicepipe import registry
+    from voicepipe.nn.llm import llama, packed
+    from voicepipe.nn.llm.engine import gguf_path
+
+    llm, cfg_weights = _configured_llm()
+    weights = weights or cfg_weights
+    if weights not in packed.PACKED_FORMATS:
+        print(f"voicepipe models: {weights} weights are not packed (packed formats: "
+              f"{', '.join(packed.PACKED_FORMATS)})", file=sys.stderr)  # fmt: skip
+        return 2
+    for name in names or [llm]:
+        if name in registry.manifests() and registry.get(name).role != "llm":
+            print(f"voicepipe models: {name} is not an LLM", file=sys.stderr)
+            return 2
+        path = gguf_path(name)  # a model name, or a GGUF file or folder
+        if packed.enabled() and packed.cache_path(path, weights, True).is_file():
+            if not quiet:
+                print(f"{name} ({weights}): already packed")
+            continue
+        t0 = time.perf_counter()
+        print(f"voicepipe: building the kernels and packing {name} ({weights}) …",
+              file=sys.stderr, flush=True)  # fmt: skip
+        llama.load(path, weights, max_len=16)
+        print(f"voicepipe: {name} packed in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)  # fmt: skip
+    return 0

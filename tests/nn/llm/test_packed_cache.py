@@ -71,3 +71,24 @@ def test_a_corrupt_cache_file_is_rebuilt(home: Path, capfd: pytest.CaptureFixtur
     again, _ = llama.load(home, "int4", max_len=64)  # and read back
     assert "unusable" not in capfd.readouterr().err
     assert torch.equal(_logits(ref), _logits(again))
+
+
+def test_models_pack_writes_the_file_serving_maps(
+    home: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`voicepipe models pack` (run by `models pull` during set-up) leaves the very file a
+    later load maps; run again it does nothing, and says nothing with --quiet."""
+    from voicepipe import cli
+
+    path = packed.cache_path(home, "int4", True)
+    assert not path.exists()
+    assert cli.main(["models", "pack", str(home), "--weights", "int4"]) == 0
+    assert path.is_file()
+    assert "packed in" in capfd.readouterr().err
+    mtime = path.stat().st_mtime_ns
+    assert cli.main(["models", "pack", str(home), "--weights", "int4", "--quiet"]) == 0
+    out = capfd.readouterr()
+    assert out.out == "" and out.err == ""
+    assert path.stat().st_mtime_ns == mtime
+    assert cli.main(["models", "pack", "whisper-tiny.en"]) == 2
+    assert "not an LLM" in capfd.readouterr().err
