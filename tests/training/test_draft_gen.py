@@ -15,6 +15,20 @@ def target():
     return m, ChatTokenizer(m.metadata)
 
 
+def _same_features(m, got: torch.Tensor, ref: torch.Tensor) -> None:
+    """The fused kernel runs prefill rows and one-token steps through the same
+    batch-invariant code and norms them in both: the same bits. Without it (a CPU with
+    no AVX-512, or VOICEPIPE_KERNELS=0) aten's matrix products block rows by the batch
+    size, so a prefill and a step differ by float rounding: equal within fp16 steps."""
+    if m.kernel == "llama_step":
+        assert torch.equal(got, ref)
+        return
+    g, r = got.float(), ref.float()
+    # bf16 activations: measured 0.7-0.9 % relative error, row cosines >= 0.9996
+    assert ((g - r).norm() / r.norm()).item() < 0.02
+    assert torch.nn.functional.cosine_similarity(g, r, dim=-1).min().item() > 0.995
+
+
 def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
     from voicepipe.nn.llm.draft_spec import FeatureTarget
     from voicepipe.nn.llm.engine import ModelTarget
@@ -36,10 +50,7 @@ def test_generate_one_matches_greedy_and_the_engine_features(target) -> None:
     assert s["feats"].shape == (len(toks) - 1, m.args.dim) and s["feats"].dtype == torch.float16
     ft = FeatureTarget(m, 512)
     ft.prefill(toks[:-1])
-    ref = ft.feats[: len(toks) - 1].half()
-    # Prefill and one-token steps run the same batch-invariant rows, and the kernel
-    # norms them in both: the same bits.
-    assert torch.equal(s["feats"], ref)
+    _same_features(m, s["feats"], ft.feats[: len(toks) - 1].half())
 
 
 def test_sampled_replies_are_seeded_and_carry_the_engine_features(target) -> None:
@@ -59,4 +70,4 @@ def test_sampled_replies_are_seeded_and_carry_the_engine_features(target) -> Non
     assert toks != greedy and toks != c["tokens"].tolist()
     ft = FeatureTarget(m, 512)  # the target's features along the sampled tokens
     ft.prefill(toks[:-1])
-    assert torch.equal(a["feats"], ft.feats[: len(toks) - 1].half())
+    _same_features(m, a["feats"], ft.feats[: len(toks) - 1].half())
