@@ -144,7 +144,8 @@ async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN0
     """Ask every item of ``items`` through a real LlmStage built from ``cfg``."""
     from voicepipe.bench.answer_checks import Tally
     from voicepipe.core.tools import judge_calls
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     t0 = time.perf_counter()
     base = await asyncio.to_thread(engine_for, cfg)

@@ -33,6 +33,7 @@ async def decode_passes(
     shared prefix, and the aggregate tokens per second that makes."""
     from voicepipe.bench.batch import questions
     from voicepipe.nn.llm.batched import Pass, score_batch
+    from voicepipe.stages.llm.local import LocalEngine
     from voicepipe.stages.llm.stage import LlmStage
 
     qs = questions()
@@ -41,7 +42,8 @@ async def decode_passes(
         st = LlmStage(cfg, engine.fork())
         await st.start()  # the system prompt's rows, from the prefix cache
         eng: Any = st.engine
-        eng.target.prefill(st._prompt(qs[i % len(qs)]))  # noqa: SLF001 - the real prompt
+        assert isinstance(st.backend, LocalEngine)
+        eng.target.prefill(st.backend.prompt(qs[i % len(qs)]))  # the stage's real prompt
         forks.append(eng.target)
     model = forks[0].model
 

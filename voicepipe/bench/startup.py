@@ -109,7 +109,7 @@ async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
 
 def turns_rows(model: str, drafter: str, max_new: int) -> list[dict]:
     from voicepipe.config import Config
-    from voicepipe.stages.llm.stage import engine_for
+    from voicepipe.stages.llm.engine import engine_for
 
     out = []
     for share in (False, True):
@@ -139,7 +139,8 @@ async def _stall(model: str, drafter: str, chunk: int) -> dict:
     between steps during B's prefill, with B's prefill in ``chunk``-token passes (0: one)."""
     from voicepipe.config import Config
     from voicepipe.frames import SpanFrame, TextDelta
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     c = Config()
     llm = dataclasses.replace(c.llm, model=model, drafter=drafter, prefill_chunk=chunk)

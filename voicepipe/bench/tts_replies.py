@@ -62,7 +62,8 @@ def make_replies(cfg, model: str, out: Path | None = None, limit: int = 0) -> Pa
     import asyncio
 
     from voicepipe.frames import TextChunk, TextDelta
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     llm = dataclasses.replace(
         cfg.llm, model=model, drafter=_drafter(model, cfg.llm.drafter), temperature=0.0

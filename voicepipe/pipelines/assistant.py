@@ -28,7 +28,7 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm.remote import llm_stage
+    from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
     from voicepipe.stages.turns import BargeIn
@@ -37,7 +37,7 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     return [
         AsrStage(cfg, turns=turns),
         BargeIn(),
-        llm_stage(cfg, turns=turns),
+        LlmStage(cfg, turns=turns),
         TTSStage(cfg),
         OutputStage(cfg, session),
     ]
@@ -54,7 +54,7 @@ def preload(cfg: Config) -> None:
     session copies them too. Each step says on stderr what it loads and how long it took
     (stdout's first line stays the URL line)."""
     from voicepipe.nn.asr.whisper import WhisperAsr
-    from voicepipe.stages.llm.stage import engine_for
+    from voicepipe.stages.llm.engine import engine_for
     from voicepipe.stages.tts import make_backend
 
     _loading(f"ASR {cfg.asr.model}", lambda: WhisperAsr.from_config(cfg))

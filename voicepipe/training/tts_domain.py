@@ -71,7 +71,8 @@ class _Replies:
         import asyncio
 
         from voicepipe.frames import TextDelta
-        from voicepipe.stages.llm.stage import LlmStage, engine_for
+        from voicepipe.stages.llm.engine import engine_for
+        from voicepipe.stages.llm.stage import LlmStage
 
         if self.stage is None:
             self.stage = LlmStage(self.cfg, engine_for(self.cfg))

@@ -53,7 +53,7 @@ def _conversation(engine) -> tuple[list[list[int]], list[list[int]]]:  # noqa: A
 
 def test_prefix_cache_and_chunked_prefill_are_token_identical(engine) -> None:  # noqa: ANN001
     from voicepipe.nn.llm.prefix import store_for
-    from voicepipe.stages.llm.stage import system_prefix
+    from voicepipe.stages.llm.engine import system_prefix
 
     prompts, ref = _conversation(engine)
     store_for(engine.model).clear()
@@ -125,7 +125,7 @@ def test_chat_templates_render_earlier_turns_unchanged(name: str) -> None:
     from voicepipe.nn.llm import gguf
     from voicepipe.nn.llm.engine import gguf_path
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
-    from voicepipe.stages.llm.stage import system_prefix
+    from voicepipe.stages.llm.engine import system_prefix
 
     if registry.verify(name, deep=False):
         pytest.skip(f"{name} not pulled (voicepipe models pull {name})")

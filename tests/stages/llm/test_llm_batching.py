@@ -13,7 +13,8 @@ import torch
 from tests.profile import fast
 from voicepipe.config import Config
 from voicepipe.frames import Frame, Interrupt, TextChunk, TextDelta, TranscriptFinal
-from voicepipe.stages.llm.stage import LlmStage, engine_for
+from voicepipe.stages.llm.engine import engine_for
+from voicepipe.stages.llm.stage import LlmStage
 
 QUESTIONS = (
     "What is the capital of France?",

@@ -1,6 +1,6 @@
 """The LLM stage's engine: shared weights, a per-session fork, the cached system prefix.
 
-Not a stage: ``voicepipe/stages/llm/stage.py`` uses it (and re-exports ``engine_for``).
+Not a stage: the local token source (stages/llm/local.py) builds its fork with it.
 """
 
 from __future__ import annotations
