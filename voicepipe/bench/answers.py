@@ -282,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe import registry
     from voicepipe.bench.answer_checks import REPLY, SetError
-    from voicepipe.bench.llm import _cpu
+    from voicepipe.bench.common import cpu
 
     torch.set_num_threads(args.threads)
     cfg = args.config
@@ -312,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
     models = [m for m in args.model.split(",") if m] or [cfg.llm.model]
     log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     out: dict[str, Any] = {
-        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
+        "machine": {"cpu": cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
         "set": {
             "path": str(args.set),
             "version": qset.version,

@@ -27,16 +27,15 @@ def _median_ms(run: Any, repeats: int) -> float:
 
 
 async def decode_passes(
-    cfg: Any, engine: Any, levels: list[int], repeats: int = 9
+    cfg: Any, engine: Any, levels: list[int], qs: list[str], repeats: int = 9
 ) -> list[dict[str, Any]]:
     """Per level: the median batched one-token decode pass (ms), with and without the
-    shared prefix, and the aggregate tokens per second that makes."""
-    from voicepipe.bench.batch import questions
+    shared prefix, and the aggregate tokens per second that makes (``qs``: the level's
+    questions, whose prompts fill the sessions' caches)."""
     from voicepipe.nn.llm.batched import Pass, score_batch
     from voicepipe.stages.llm.local import LocalEngine
     from voicepipe.stages.llm.stage import LlmStage
 
-    qs = questions()
     forks = []
     for i in range(max(levels)):
         st = LlmStage(cfg, engine.fork())

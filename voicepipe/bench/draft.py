@@ -48,7 +48,7 @@ def _run(dec, prompt: list[int], max_new: int, stop: set[int]):  # noqa: ANN001,
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.bench.llm import _cpu
+    from voicepipe.bench.common import cpu
     from voicepipe.nn.llm import engine as E
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
     from voicepipe.speculative.drafter import DrafterSpec
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{i + 1}/{len(prompts)}] {q!r}: {len(ref)} tokens", file=sys.stderr)
     report = {
-        "machine": {"cpu": _cpu(), "cores": os.cpu_count()},  # as /proc/cpuinfo names it
+        "machine": {"cpu": cpu(), "cores": os.cpu_count()},  # as /proc/cpuinfo names it
         "prompt_set": args.prompts,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "model": cfg.model,

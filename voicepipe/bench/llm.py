@@ -34,6 +34,8 @@ import os
 import sys
 import time
 
+from voicepipe.bench.common import cpu
+
 PASSAGE = (
     "The Riverside Library will close for renovation from March 3 to April 14. During the "
     "closure, borrowed books can be returned at the Market Street branch, which will extend "
@@ -292,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = 1 if args.quick else args.repeats
     model = cfg.llm.model
     out: dict = {
-        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
+        "machine": {"cpu": cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
         "tokens": n,
         "models": [],
         "drafters": [],
@@ -348,13 +350,3 @@ def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:
     tok = ChatTokenizer(load_gguf(gguf_path(name)).metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
     return llamacpp_row(name, ids, n, repeats, threads)
-
-
-def _cpu() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""

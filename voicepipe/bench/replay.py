@@ -122,7 +122,8 @@ def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.bench.llm import PROMPTS, _cpu, verify_costs
+    from voicepipe.bench.common import cpu
+    from voicepipe.bench.llm import PROMPTS, verify_costs
     from voicepipe.nn.llm import engine as E
     from voicepipe.speculative import replay as R
     from voicepipe.speculative.adaptive import AdaptiveK
@@ -225,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
             "cost_per_pass": round(tot.cost / max(1, tot.passes), 3),
         }
     report = {
-        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg": os.getloadavg()[0]},
+        "machine": {"cpu": cpu(), "threads": args.threads, "loadavg": os.getloadavg()[0]},
         "model": cfg.model,
         "weights": cfg.weights,
         "draft": draft,
