@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from voicepipe.nn.vocoder.hifigan import LRELU_SLOPE, FastGenerator, _Polyphase
+from voicepipe.nn.vocoder.hifigan import LRELU_SLOPE, FastGenerator, Polyphase
 
 _CL = torch.channels_last
 
@@ -111,7 +111,7 @@ class StreamPlan:
         self.pre = _Conv(gen.conv_pre, *sym(gen.conv_pre), LRELU_SLOPE, pack)
         self.ups: list[tuple[_Conv, int, int]] = []
         for up in gen.ups:
-            assert isinstance(up, _Polyphase)
+            assert isinstance(up, Polyphase)
             lp, rp = up.pads
             self.ups.append((_Conv(up.conv, lp, rp, None, pack), up.s, up.cout))
         self.blocks = [

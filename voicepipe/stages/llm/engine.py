@@ -61,10 +61,10 @@ def system_prefix(
     words. Found as the common prefix of two renders that differ only in those words,
     so a template that renders its turns unusually shares what is really common and no
     more."""
-    from voicepipe.nn.llm.target import _common_prefix
+    from voicepipe.nn.llm.target import common_prefix
 
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     kw = {"tools": tools} if tools else {}
     a = tokenizer.chat_ids([*head, {"role": "user", "content": "Hello."}], **kw)
     b = tokenizer.chat_ids([*head, {"role": "user", "content": "2"}], **kw)
-    return a[: _common_prefix(a, b)]
+    return a[: common_prefix(a, b)]
