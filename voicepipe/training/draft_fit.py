@@ -152,7 +152,7 @@ def fit(args: argparse.Namespace) -> int:
     from voicepipe.nn.llm.draft_model import DraftArgs, EagleDraft, reduced_vocab, save
     from voicepipe.nn.llm.engine import gguf_path
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
-    from voicepipe.training.draft import data_dir, run_dir
+    from voicepipe.training.draft_paths import data_dir, run_dir
 
     torch.set_num_threads(args.threads)
     random.seed(args.seed)
@@ -451,7 +451,7 @@ def export(args: argparse.Namespace) -> int:
     the first few hundred) raises coverage without retraining.
     """
     from voicepipe.nn.llm.draft_model import load, reduced_vocab, save
-    from voicepipe.training.draft import data_dir, run_dir
+    from voicepipe.training.draft_paths import data_dir, run_dir
 
     model, meta = load(run_dir(args.run) / "best.pt")
     samples = _load_samples(_shards(data_dir(args.data)))

@@ -31,7 +31,6 @@ from voicepipe.nn.tts.codec_lm_decode import (  # noqa: F401 - re-exported for c
 from voicepipe.nn.tts.codec_synthesis import Synthesis, code_blocks, lm_steps
 from voicepipe.nn.tts.phonemes import FrameAlign, frame_seconds
 from voicepipe.speculative import rules
-from voicepipe.speculative.metrics import SpecMetrics
 from voicepipe.speculative.rules import Rule
 from voicepipe.speculative.sampling import SamplingParams
 
@@ -348,15 +347,3 @@ def _now() -> float:
     import time
 
     return time.perf_counter()
-
-
-def codec_stats(m: SpecMetrics) -> dict:
-    """The speculation counters of one utterance, in the TTS's own terms (a token is a
-    frame; every drafted code is one step of the draft model)."""
-    d = m.as_dict()
-    return {
-        **d,
-        "frames": m.tokens,
-        "draft_steps": m.drafted,
-        "acceptance_per_position": d["accept_by_pos"],
-    }
