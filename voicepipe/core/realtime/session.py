@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from voicepipe.core.realtime import server_events as S
 from voicepipe.core.realtime.actions import (
     AddItem,
     AppendAudio,
@@ -38,7 +39,6 @@ from voicepipe.core.realtime.actions import (
     SetHeard,
     StartResponse,
 )
-from voicepipe.core.realtime import server_events as S
 from voicepipe.core.realtime.config import DEFAULT_VAD, apply_patch
 from voicepipe.core.realtime.decode import decode_client_event
 from voicepipe.core.realtime.events import (
