@@ -547,3 +547,8 @@ async def stream_file(
             await stage.wait_idle()
     await stage.process(InputEnd())
     return out
+
+
+def preload(cfg: Config) -> None:
+    """Load the ASR's weights once per process, before the first session."""
+    WhisperAsr.from_config(cfg)
