@@ -78,7 +78,7 @@ def _dead_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
-async def _run(stage: LlmStage, frames: list[Frame], until) -> list[Frame]:  # noqa: ANN001
+async def _run(stage: LlmStage, frames: list[Frame], until) -> list[Frame]:
     got: list[Frame] = []
     done = asyncio.Event()
 

@@ -33,7 +33,7 @@ import sys
 import time
 
 
-def _run(dec, prompt: list[int], max_new: int, stop: set[int]):  # noqa: ANN001, ANN202
+def _run(dec, prompt: list[int], max_new: int, stop: set[int]):
     """(tokens, seconds from the call, seconds from the first token: the decode phase)."""
     t0 = time.perf_counter()
     t1 = None
@@ -212,7 +212,7 @@ def _stores(spec: str) -> list[bool]:
     return out
 
 
-def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
+def _with_store(dec, on: bool):
     """The decoder without its hybrid's reply store when not on (spec.replies)."""
     from voicepipe.speculative.hybrid import HybridProposer
 
@@ -221,7 +221,7 @@ def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
     return dec
 
 
-def _with_siblings(dec, alt: float | None):  # noqa: ANN001, ANN202
+def _with_siblings(dec, alt: float | None):
     """The decoder with its EAGLE proposer's runner-up threshold set to alt."""
     from voicepipe.nn.llm.draft_spec import EagleProposer
     from voicepipe.speculative.hybrid import HybridProposer

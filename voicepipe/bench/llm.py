@@ -121,7 +121,7 @@ def _ids(engine, text: str) -> list[int]:
     return engine.tokenizer.chat_ids([{"role": "user", "content": text}])
 
 
-def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
+def _generate(engine, ids: list[int], n: int, spec: bool):
     """(tokens, seconds, decode seconds, metrics) of one greedy generation on a fresh cache.
 
     Decode seconds run from the first token (the target's prompt prefill, the
@@ -191,7 +191,7 @@ def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = Tru
 VERIFY_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 
-def verify_costs(m, ids: list[int], passes: int = 12) -> dict:  # noqa: ANN001 (Transformer)
+def verify_costs(m, ids: list[int], passes: int = 12) -> dict:
     """What a verifying pass over T rows costs, in ms and in one-token decodes.
 
     Speculation pays when a pass's accepted tokens outnumber its cost in

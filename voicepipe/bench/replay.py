@@ -45,7 +45,7 @@ import sys
 import time
 
 
-def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: ANN001
+def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:
     """The reply's Site per position (sites[i]: after its first i+1 tokens)."""
     from voicepipe.speculative.ngram import NgramProposer
     from voicepipe.speculative.replay import Site
@@ -93,7 +93,7 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
     return [site(i, *x) for i, x in enumerate(seen[: len(out) - 1])]
 
 
-def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
+def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:
     """One EAGLE draft step right after a target decode, in one-row decodes (best of n each)."""
     import torch
 
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                     _draft_step_cost(eng, ids))  # fmt: skip
     k = cfg.spec_k
 
-    def ctl(k_max: int, verify_cost: float = 1.0):  # noqa: ANN202
+    def ctl(k_max: int, verify_cost: float = 1.0):
         return lambda: AdaptiveK.for_text(k, k_max=k_max, verify_cost=verify_cost)
 
     def tree(k_max: int = T.eagle_k, min_path: float = T.eagle_min_path,

@@ -83,14 +83,14 @@ def load_row(model: str, weights: str, repeats: int, cold: bool) -> dict:
     return row
 
 
-async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
+async def _session(cfg, engine=None) -> list[dict]:
     from voicepipe.frames import SpanFrame
     from voicepipe.stages.llm.stage import LlmStage
 
     stage = LlmStage(cfg, engine)
     spans: list[SpanFrame] = []
 
-    async def sink(f) -> None:  # noqa: ANN001
+    async def sink(f) -> None:
         if isinstance(f, SpanFrame) and f.name == "llm.ttft":
             spans.append(f)
 
@@ -152,13 +152,13 @@ async def _stall(model: str, drafter: str, chunk: int) -> dict:
 
     going = asyncio.Event()  # A has spoken a few steps
 
-    async def sink_a(f) -> None:  # noqa: ANN001
+    async def sink_a(f) -> None:
         if isinstance(f, TextDelta):
             steps.append(time.perf_counter())
             if len(steps) >= 8:
                 going.set()
 
-    async def sink_b(f) -> None:  # noqa: ANN001
+    async def sink_b(f) -> None:
         if isinstance(f, SpanFrame) and f.name == "llm.ttft":
             ttft.append(f)
 

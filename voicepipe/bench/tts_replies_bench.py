@@ -88,7 +88,7 @@ def _score(
     asr: str,
     base_lm: float | None,
     worst: int,
-) -> dict:  # noqa: ANN001
+) -> dict:
     from voicepipe.core.text.norm import normalize
     from voicepipe.core.text.wer import dropout, wer
     from voicepipe.roundtrip import transcribe
@@ -209,7 +209,7 @@ def run_replies(args: argparse.Namespace) -> dict:
         # levels, decode), judged the same way; no codec LM can sound clearer than this.
         emit(_score("codec", "resynth", None, _resynth(tts.codec, said), replies, asr, None, 0))
 
-    def streamed(opts) -> list[_Said]:  # noqa: ANN001
+    def streamed(opts) -> list[_Said]:
         out = []
         for rt in texts:
             s = _Said()

@@ -412,7 +412,7 @@ def _t_recommend(r: random.Random) -> str:
     return r.choice(
         [
             f"Recommend a book about {r.choice(SUBJECTS)}.",
-            f"What should I cook for dinner with {r.choice(['rice', 'eggs', 'chicken', 'beans', 'pasta', 'potatoes'])}?",  # noqa: E501
+            f"What should I cook for dinner with {r.choice(['rice', 'eggs', 'chicken', 'beans', 'pasta', 'potatoes'])}?",
             f"Suggest a name for my {r.choice(['cat', 'dog', 'goldfish', 'band', 'blog', 'bakery'])}.",
             f"What movie should I watch {r.choice(['tonight', 'with my kids', 'on a date', 'alone'])}?",
             f"Suggest a hobby for {r.choice(AUDIENCES)}.",

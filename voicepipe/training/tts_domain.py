@@ -54,7 +54,7 @@ def chunk_reply(reply: str) -> list[str]:
 class _Replies:
     """Greedy replies of the configured LLM to training prompts, cached in replies.jsonl."""
 
-    def __init__(self, cfg, path: Path) -> None:  # noqa: ANN001
+    def __init__(self, cfg, path: Path) -> None:
         self.cfg, self.path, self.stage = cfg, path, None
         self.cache: dict[str, str] = {}
         if path.exists():
@@ -78,7 +78,7 @@ class _Replies:
             self.stage = LlmStage(self.cfg, engine_for(self.cfg))
             self.deltas: list[str] = []
 
-            async def push(frame) -> None:  # noqa: ANN001
+            async def push(frame) -> None:
                 if isinstance(frame, TextDelta):
                     self.deltas.append(frame.text)
 
@@ -93,7 +93,7 @@ class _Replies:
         return reply
 
 
-def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str, str, str]]:  # noqa: ANN001
+def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str, str, str]]:
     """(id, kind, raw text) in a fixed order: per training prompt its reply's chunks, the
     prompt, and three templated sentences. Ids are stable, so resuming skips by id."""
     from voicepipe.training.draft_prompts import train_prompts
@@ -114,7 +114,7 @@ def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str,
             yield f"dt{i:05d}_{j}", "template", t
 
 
-def generate(cfg, root: Path, n_prompts: int, seed: int, minutes: float) -> dict:  # noqa: ANN001
+def generate(cfg, root: Path, n_prompts: int, seed: int, minutes: float) -> dict:
     """Speak every text not yet in the manifest with hibari; stop after ``minutes`` of audio."""
     from voicepipe.audio import resample, write_wav
     from voicepipe.core.text.norm import normalize

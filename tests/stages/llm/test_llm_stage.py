@@ -40,7 +40,7 @@ def engine(cfg):
     return engine_for(cfg)
 
 
-def _start(stage: LlmStage, until=None):  # noqa: ANN001, ANN202
+def _start(stage: LlmStage, until=None):
     """Run the stage into a list; (frames out, event set once until(f, got) holds, task)."""
     got: list[Frame] = []
     done = asyncio.Event()
@@ -152,7 +152,7 @@ async def test_a_cancelled_reply_stops_its_prefill_after_the_current_chunk(cfg, 
     calls = 0
     step = stage.backend.step
 
-    def counted(gen):  # noqa: ANN001, ANN202
+    def counted(gen):
         nonlocal calls
         out = step(gen)
         calls += 1
@@ -267,7 +267,7 @@ def _reply(got: list[Frame], turn: int) -> tuple[str, list[str]]:
     return deltas, chunks
 
 
-def _last_chunk(turn: int):  # noqa: ANN202
+def _last_chunk(turn: int):
     return lambda f, got: isinstance(f, TextChunk) and f.last and f.turn_id == turn
 
 
@@ -369,7 +369,7 @@ class _BrokenDecoder:
 
     metrics = SimpleNamespace(as_dict=lambda: {})
 
-    def generate(self, ids, max_new, stop):  # noqa: ANN001, ANN201
+    def generate(self, ids, max_new, stop):
         raise RuntimeError("model failed")
         yield
 
@@ -428,7 +428,7 @@ async def test_tools_are_off_cleanly_where_the_template_has_none(cfg, engine) ->
     assert not [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tool"]
 
 
-def test_sessions_fork_one_base_engine(cfg) -> None:  # noqa: ANN001
+def test_sessions_fork_one_base_engine(cfg) -> None:
     """engine_for per session: shared weights and tokenizer, caches of its own (the base
     engine is built once per process, not per client that says hello)."""
     a, b = engine_for(cfg), engine_for(cfg)

@@ -1,2 +1,1 @@
-"""Hearing: Whisper through faster-whisper (whisper) and the streaming Silero VAD (vad).
-"""
+"""Hearing: Whisper through faster-whisper (whisper) and the streaming Silero VAD (vad)."""

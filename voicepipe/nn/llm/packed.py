@@ -190,7 +190,7 @@ class Progress:
     """One stderr line while a model is packed: rewritten in place on a terminal, else
     printed at every quarter (a log file gets five lines, not one per layer)."""
 
-    def __init__(self, what: str, stream=None) -> None:  # noqa: ANN001 (a text stream)
+    def __init__(self, what: str, stream=None) -> None:
         self.what = what
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

@@ -91,7 +91,7 @@ def lm_steps(
         stats.update(codec_stats(total))
 
 
-def code_blocks(steps: LmSteps):  # noqa: ANN201 - Iterator[np.ndarray]
+def code_blocks(steps: LmSteps):
     """The code blocks of ``lm_steps``, its calls run one at a time (no batching)."""
     reply: object = None
     while True:

@@ -16,7 +16,7 @@ _BASES: dict[tuple, object] = {}  # [llm] settings → the process's base engine
 _BASES_LOCK = threading.Lock()
 
 
-def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
+def engine_for(cfg: Config):
     """A per-session engine over process-wide shared weights."""
     from voicepipe.nn.llm.engine import load_engine
     from voicepipe.speculative.sampling import SamplingParams
@@ -52,7 +52,7 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
 
 
 def system_prefix(
-    tokenizer,  # noqa: ANN001 (ChatTokenizer)
+    tokenizer,
     system_prompt: str,
     tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
