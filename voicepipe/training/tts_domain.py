@@ -31,6 +31,10 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from voicepipe.stages.llm.stage import LlmStage
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,8 @@ class _Replies:
     """Greedy replies of the configured LLM to training prompts, cached in replies.jsonl."""
 
     def __init__(self, cfg, path: Path) -> None:
-        self.cfg, self.path, self.stage = cfg, path, None
+        self.cfg, self.path = cfg, path
+        self.stage: LlmStage | None = None  # built on the first prompt not in the cache
         self.cache: dict[str, str] = {}
         if path.exists():
             for line in path.read_text().splitlines():
@@ -82,10 +87,11 @@ class _Replies:
                 if isinstance(frame, TextDelta):
                     self.deltas.append(frame.text)
 
-            self.stage.push = push  # type: ignore[method-assign]
-        del self.stage.messages[1 if self.cfg.llm.system_prompt else 0 :]
+            self.stage.push = push
+        stage = self.stage
+        del stage.messages[1 if self.cfg.llm.system_prompt else 0 :]
         self.deltas.clear()
-        asyncio.run(self.stage.reply(1, prompt))
+        asyncio.run(stage.reply(1, prompt))
         reply = "".join(self.deltas).strip()
         self.cache[prompt] = reply
         with open(self.path, "a", encoding="utf-8") as f:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -34,9 +35,12 @@ from voicepipe.speculative import rules
 from voicepipe.speculative.rules import Rule
 from voicepipe.speculative.sampling import SamplingParams
 
+if TYPE_CHECKING:
+    from voicepipe.nn.tts.codec import MelVQCodec
+
 # [tts] durations: the codec LM's duration predictor, or hibari's own durations.
 DURATION_SOURCES = ("predicted", "teacher")
-_SHARED: dict[tuple, tuple[TTSModels, object]] = {}
+_SHARED: dict[tuple, tuple[TTSModels, MelVQCodec]] = {}
 _SHARED_LOCK = threading.Lock()
 _WARMED: set[tuple] = set()  # (codec, push sizes) whose vocoder shapes ran once
 

@@ -36,6 +36,7 @@ stream; a stream's state is only its buffers, so sessions share the weights.
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -119,7 +120,8 @@ class StreamPlan:
                 (_Conv(c1, *sym(c1), LRELU_SLOPE, pack), _Conv(c2, *sym(c2), None, pack))
                 for c1, c2 in blk
             ]
-            for blk in gen.blocks
+            # (ModuleLists of [conv1, conv2] pairs: torch types their items as Module)
+            for blk in cast("list[list[tuple[nn.Conv2d, nn.Conv2d]]]", gen.blocks)
         ]
         self.post = _Conv(gen.conv_post, *sym(gen.conv_post), None, pack)
 
