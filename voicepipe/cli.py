@@ -20,7 +20,7 @@ import os
 # than 1 on a busy machine without this).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
+import argparse
 import importlib
 import logging
 import pkgutil

@@ -15,13 +15,13 @@ import logging
 from collections.abc import Sequence
 
 from voicepipe.frames import End, ErrorFrame, Frame, Interrupt
-from voicepipe.stage import Emit, Stage, _drop
+from voicepipe.stage import Emit, Stage, drop
 
 log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    def __init__(self, stages: Sequence[Stage], sink: Emit, upstream_sink: Emit = _drop) -> None:
+    def __init__(self, stages: Sequence[Stage], sink: Emit, upstream_sink: Emit = drop) -> None:
         if not stages:
             raise ValueError("a pipeline needs at least one stage")
         self.stages = list(stages)
@@ -98,5 +98,5 @@ class Pipeline:
         counting frees it all the moment its owner lets go.
         """
         for stage in self.stages:
-            stage.push = stage.push_upstream = _drop
-        self.sink = _drop
+            stage.push = stage.push_upstream = drop
+        self.sink = drop

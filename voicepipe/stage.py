@@ -19,7 +19,8 @@ from voicepipe.frames import Cancel, End, Frame, InputEnd, Interrupt, SystemFram
 Emit = Callable[[Frame], Awaitable[None]]
 
 
-async def _drop(_: Frame) -> None:
+async def drop(_: Frame) -> None:
+    """Where an unwired stage's frames go: nowhere (a pipeline wires push to the next stage)."""
     return None
 
 
@@ -112,8 +113,8 @@ class Stage:
 
     def __init__(self, *, queue_size: int = 64) -> None:
         self.inbox = Inbox(queue_size)
-        self.push: Emit = _drop
-        self.push_upstream: Emit = _drop
+        self.push: Emit = drop
+        self.push_upstream: Emit = drop
         self.current_turn = 0
         self._work: asyncio.Task[None] | None = None
         self._work_turn = -1

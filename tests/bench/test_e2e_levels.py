@@ -49,7 +49,7 @@ def test_union_of_decoding_windows() -> None:
     assert union_ms([[0, 50], [10, 20]]) == 50.0
 
 
-def _span(name: str, start_ms: float, dur_ms: float, turn: int = 1, **attrs) -> SpanRecord:  # noqa: ANN003
+def _span(name: str, start_ms: float, dur_ms: float, turn: int = 1, **attrs) -> SpanRecord:
     return SpanRecord(name, int(start_ms * 1e6), int((start_ms + dur_ms) * 1e6), turn, "s", attrs)
 
 

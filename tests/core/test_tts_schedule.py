@@ -53,7 +53,7 @@ def test_stale_sessions_are_forgotten() -> None:
     for i in range(100):
         rd.sent(i, float(i), 0.5)
     rd.sent("now", 1000.0, 1.0)
-    assert len(rd._dry) <= 2  # noqa: SLF001 - the memory bound itself
+    assert len(rd._dry) <= 2
 
 
 @given(
@@ -62,7 +62,7 @@ def test_stale_sessions_are_forgotten() -> None:
     ),
     st.floats(0, 120),
 )
-def test_due_is_a_prefix_of_the_order_and_never_skips_the_most_urgent(sends, now) -> None:  # noqa: ANN001
+def test_due_is_a_prefix_of_the_order_and_never_skips_the_most_urgent(sends, now) -> None:
     rd = RunDry(ahead_s=1.0)
     for s, t, sec in sorted(sends, key=lambda x: x[1]):
         rd.sent(s, t, sec)

@@ -41,7 +41,7 @@ def cfg() -> config.Config:
     return fast()
 
 
-async def _ask(c: config.Config, pcm, sr: int, **client) -> tuple[object, dict]:  # noqa: ANN001
+async def _ask(c: config.Config, pcm, sr: int, **client) -> tuple[object, dict]:
     """One client session against a fresh assistant server; (result, its JSON)."""
     server = Server(c, pipeline="assistant", port=0)
     await server.start()
@@ -86,7 +86,7 @@ async def test_barge_in_stops_the_reply_and_truncates_the_context(
     built: list[LlmStage] = []
     real_build = pipelines.build
 
-    def spy(name, c, session):  # noqa: ANN001, ANN202
+    def spy(name, c, session):
         stages = real_build(name, c, session)
         built.extend(s for s in stages if isinstance(s, LlmStage))
         return stages

@@ -35,8 +35,9 @@ from voicepipe.frames import (
     TranscriptFinal,
 )
 from voicepipe.server.app import Server
-from voicepipe.stages.llm.remote import LlmBackendError, RemoteLlmStage, check, llm_stage
-from voicepipe.stages.llm.stage import LlmStage, engine_for
+from voicepipe.stages.llm.engine import engine_for
+from voicepipe.stages.llm.remote import LlmBackendError, RemoteEngine, check
+from voicepipe.stages.llm.stage import LlmStage
 
 VOICEPIPE = [sys.executable, "-m", "voicepipe.cli"]
 QUESTIONS = ("Hi! Which city is the capital of France?", "And of Italy?")
@@ -77,7 +78,7 @@ def _dead_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
-async def _run(stage: LlmStage, frames: list[Frame], until) -> list[Frame]:  # noqa: ANN001
+async def _run(stage: LlmStage, frames: list[Frame], until) -> list[Frame]:
     got: list[Frame] = []
     done = asyncio.Event()
 
@@ -105,8 +106,8 @@ async def test_the_remote_stage_says_what_the_local_one_says(llm_server: str) ->
     last = lambda f: isinstance(f, TextChunk) and f.last and f.turn_id == 2  # noqa: E731
     remote_cfg = _cfg(backend="openai", base_url=llm_server)
     check(remote_cfg)  # the start-up check passes: reachable, and it serves the model
-    remote = llm_stage(remote_cfg)
-    assert isinstance(remote, RemoteLlmStage)
+    remote = LlmStage(remote_cfg)
+    assert isinstance(remote.backend, RemoteEngine)
     got = await _run(remote, finals, last)
     local_cfg = _cfg()
     local = LlmStage(local_cfg, engine_for(local_cfg))
@@ -129,7 +130,7 @@ async def test_the_remote_stage_says_what_the_local_one_says(llm_server: str) ->
 
 
 async def test_a_barge_in_stops_the_remote_reply(llm_server: str) -> None:
-    stage = llm_stage(_cfg(backend="openai", base_url=llm_server, max_new_tokens=160))
+    stage = LlmStage(_cfg(backend="openai", base_url=llm_server, max_new_tokens=160))
     first = asyncio.Event()
 
     def until(f: Frame) -> bool:
@@ -151,7 +152,7 @@ async def test_a_barge_in_stops_the_remote_reply(llm_server: str) -> None:
     spoken = " ".join(f.text for f in got if isinstance(f, TextChunk))
     assert stage.messages[-1] == {"role": "assistant", "content": spoken}
     # The server is free again: the next question gets its whole answer.
-    again = llm_stage(_cfg(backend="openai", base_url=llm_server))
+    again = LlmStage(_cfg(backend="openai", base_url=llm_server))
     q = [TranscriptFinal(turn_id=1, text=QUESTIONS[0])]
     got = await _run(again, q, lambda f: isinstance(f, TextChunk) and f.last)
     assert "Paris" in _texts(got, 1)
@@ -162,13 +163,13 @@ async def test_an_unreachable_server_is_named(tmp_path: Path) -> None:
     cfg = _cfg(backend="openai", base_url=dead)
     with pytest.raises(LlmBackendError, match=dead):
         check(cfg)
-    stage = llm_stage(cfg)
+    stage = LlmStage(cfg)
     with pytest.raises(LlmBackendError, match="cannot be reached"):
         await stage.start()
         await stage.reply(1, "Hello?")
     await stage.stop()
     with pytest.raises(LlmBackendError, match="unknown llm.backend"):
-        llm_stage(_cfg(backend="gguf-over-carrier-pigeon"))
+        LlmStage(_cfg(backend="gguf-over-carrier-pigeon"))
     # `voicepipe serve` refuses to start, saying which server it could not reach.
     proc = await asyncio.create_subprocess_exec(
         *VOICEPIPE, "serve", "--config", str(FAST), "--pipeline", "text", "--port", "0",

@@ -190,7 +190,7 @@ async def test_a_client_that_hangs_up_stops_its_generation(server: Server) -> No
             "role": "user",
             "content": "Write a very long story about a dragon who learns to bake bread.",
         }
-    ]  # noqa: E501
+    ]
     with pytest.raises(openai.APITimeoutError):
         await impatient.chat.completions.create(model=MODEL, messages=story, max_tokens=1500)
     await impatient.close()

@@ -32,7 +32,7 @@ class FakeSd:
     class PortAudioError(Exception):
         pass
 
-    def query_devices(self, device=None, kind=None):  # noqa: ANN001, ANN201
+    def query_devices(self, device=None, kind=None):
         out = {"name": "speaker", "max_input_channels": 0, "max_output_channels": 2}
         if kind is None:
             return [out]
@@ -59,7 +59,7 @@ def test_talk_help_is_helpful() -> None:
 class ThreadStream:
     """A sounddevice stream whose 'hardware' is a thread calling back at real time."""
 
-    def __init__(self, samplerate: int, blocksize: int, callback, kind: str, feed=None) -> None:  # noqa: ANN001
+    def __init__(self, samplerate: int, blocksize: int, callback, kind: str, feed=None) -> None:
         import threading
 
         self.sr, self.block, self.cb = samplerate, blocksize, callback
@@ -87,11 +87,11 @@ class ThreadStream:
             k += 1
             time.sleep(max(0.0, t0 + k * self.block / self.sr - time.monotonic()))
 
-    def __enter__(self):  # noqa: ANN204
+    def __enter__(self):
         self.thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:  # noqa: ANN002
+    def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join()
 
@@ -114,7 +114,7 @@ async def test_talk_session_round_trip_with_device_threads() -> None:
     want = int(np.count_nonzero(np.round(resample(pcm, sr, 24000) * 32767).astype(np.int16)))
 
     class Sd(FakeSd):
-        def query_devices(self, device=None, kind=None):  # noqa: ANN001, ANN201
+        def query_devices(self, device=None, kind=None):
             return {
                 "name": "x",
                 "max_input_channels": 1,
@@ -122,11 +122,11 @@ async def test_talk_session_round_trip_with_device_threads() -> None:
                 "default_samplerate": 24000.0,
             }
 
-        def InputStream(self, samplerate, channels, dtype, blocksize, device, callback):  # noqa: ANN001, ANN201, N802
+        def InputStream(self, samplerate, channels, dtype, blocksize, device, callback):
             streams.append(ThreadStream(samplerate, blocksize, callback, "input", feed))
             return streams[-1]
 
-        def OutputStream(self, samplerate, channels, dtype, device, callback, latency):  # noqa: ANN001, ANN201, N802
+        def OutputStream(self, samplerate, channels, dtype, device, callback, latency):
             streams.append(ThreadStream(samplerate, samplerate // 100, callback, "output"))
             return streams[-1]
 

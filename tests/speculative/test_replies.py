@@ -51,7 +51,7 @@ def test_a_reply_opening_is_found_after_the_prompt_tail_and_prompts_are_never_pr
     assert ix.match([4, 5]).order == 0  # nothing follows a reply's last token
 
 
-def brute(records, context, k, min_path, max_n=8, min_count=2):  # noqa: ANN001, ANN201
+def brute(records, context, k, min_path, max_n=8, min_count=2):
     """The same rule by scanning every reply position: longest suffix seen ≥ min_count
     times (n-grams may start in a record's prompt tail), then the majority path."""
     occ = {}
@@ -117,7 +117,7 @@ def test_the_proposer_needs_min_n_and_caps_at_k() -> None:
     assert q.propose([90, 91], 2).tokens == []
 
 
-def test_save_and_load_round_trip(tmp_path) -> None:  # noqa: ANN001
+def test_save_and_load_round_trip(tmp_path) -> None:
     recs = [(np.array(t, dtype=np.uint16), r) for t, r in RECORDS]
     lens = [len(t) for t, _ in recs]
     path = tmp_path / "replies.npz"

@@ -7,7 +7,7 @@ import asyncio
 from voicepipe.frames import Frame
 
 
-def sink(out: list[Frame]):  # noqa: ANN201
+def sink(out: list[Frame]):
     """A pipeline sink appending every frame to ``out``."""
 
     async def put(f: Frame) -> None:

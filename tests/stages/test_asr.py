@@ -51,7 +51,7 @@ def asr():
     return model
 
 
-async def run_clip(asr, name: str, cfg=CFG, **kw) -> tuple[list[Frame], AsrStage]:  # noqa: ANN001
+async def run_clip(asr, name: str, cfg=CFG, **kw) -> tuple[list[Frame], AsrStage]:
     stage = AsrStage(cfg, asr=asr)
     await stage.start()
     try:

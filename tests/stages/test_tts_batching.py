@@ -76,7 +76,7 @@ async def test_sessions_speaking_at_once_get_their_own_audio_and_share_steps() -
         kinds = [type(f) for f in b if isinstance(f, SpanFrame | ReplyAudio | ReplyEnd)]
         assert kinds[0] is SpanFrame and kinds[1] is ReplyAudio and kinds[-1] is ReplyEnd
         assert next(f for f in b if isinstance(f, ReplyEnd)).text == text
-    assert not batcher._jobs  # noqa: SLF001 - every job left the batcher
+    assert not batcher._jobs
 
 
 async def test_barge_in_stops_one_session_while_the_other_keeps_speaking() -> None:
@@ -108,10 +108,10 @@ async def test_barge_in_stops_one_session_while_the_other_keeps_speaking() -> No
     assert any(isinstance(f, ReplyEnd) for f in b_out)
     batcher = tts_batcher_for(CodecLMBackend(cfg).tts)
     for _ in range(100):  # the cancelled job leaves at the worker's next round
-        if not batcher._jobs:  # noqa: SLF001
+        if not batcher._jobs:
             break
         await asyncio.sleep(0.05)
-    assert not batcher._jobs  # noqa: SLF001
+    assert not batcher._jobs
 
 
 async def test_a_cut_reply_is_trimmed_to_the_heard_words_inside_a_batch() -> None:
@@ -129,7 +129,7 @@ async def test_a_cut_reply_is_trimmed_to_the_heard_words_inside_a_batch() -> Non
     await p.put(TextChunk(turn_id=1, text=first))
     await p.put(TextChunk(turn_id=1, text=second, last=True))
     await _wait_for(out, ReplyEnd)
-    n1 = stage._spoken[1].chunks[0][1] * 22050  # noqa: SLF001 - samples of the first chunk
+    n1 = stage._spoken[1].chunks[0][1] * 22050
     n2 = len(_audio(out)) - n1
     played = int(n1 + n2 * 4.2 / 7)
     await p.put(

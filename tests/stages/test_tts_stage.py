@@ -139,7 +139,7 @@ class _Flaky:
     name = "flaky"
     sample_rate = 22050
 
-    def stream(self, text: str):  # noqa: ANN201
+    def stream(self, text: str):
         if "boom" in text:
             raise ValueError("cannot phonemize")
         yield np.zeros(2205, np.float32)
@@ -164,10 +164,10 @@ async def test_a_failing_chunk_is_skipped_not_fatal() -> None:
 class _Heard:
     """Wraps the real hibari engine and notes the text it was asked to speak."""
 
-    def __init__(self, tts) -> None:  # noqa: ANN001
+    def __init__(self, tts) -> None:
         self.tts, self.texts = tts, []
 
-    def stream(self, text: str, **kw):  # noqa: ANN003, ANN201
+    def stream(self, text: str, **kw):
         self.texts.append(text)
         return self.tts.stream(text, **kw)
 

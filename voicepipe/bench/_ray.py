@@ -114,7 +114,7 @@ def local_cluster(cpus: list[int]) -> Iterator[LocalCluster]:
     }
     cluster = LocalCluster(f"127.0.0.1:{gcs}", env)
     common = ["--block", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
-    logs = open(Path(temp) / "nodes.log", "wb")  # noqa: SIM115
+    logs = open(Path(temp) / "nodes.log", "wb")
     try:
         for i, n in enumerate(cpus):
             if i == 0:

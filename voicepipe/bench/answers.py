@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_set(path: str | Path):  # noqa: ANN201 - core.answers.QuestionSet
+def load_set(path: str | Path):
     from voicepipe.bench.answer_checks import parse_set
     from voicepipe.config import tomllib
 
@@ -102,7 +102,7 @@ def _mean(xs: list[float]) -> float:
     return round(statistics.fmean(xs), 1) if xs else 0.0
 
 
-async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 - LlmStage
+async def _ask(stage, turn: int, text: str) -> dict[str, Any]:
     """One turn through the stage; its reply and the stage's own spans."""
     from voicepipe.frames import MetricsFrame, SpanFrame
 
@@ -111,7 +111,7 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
     tool_ms: list[float] = []
     spec: dict[str, Any] = {}
 
-    async def sink(f) -> None:  # noqa: ANN001
+    async def sink(f) -> None:
         if isinstance(f, MetricsFrame) and f.source == "llm":
             spec.update(f.values)
         if isinstance(f, SpanFrame):
@@ -140,11 +140,12 @@ async def _ask(stage, turn: int, text: str) -> dict[str, Any]:  # noqa: ANN001 -
     }
 
 
-async def run_model(cfg, items: list, log=None) -> dict[str, Any]:  # noqa: ANN001
+async def run_model(cfg, items: list, log=None) -> dict[str, Any]:
     """Ask every item of ``items`` through a real LlmStage built from ``cfg``."""
     from voicepipe.bench.answer_checks import Tally
     from voicepipe.core.tools import judge_calls
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     t0 = time.perf_counter()
     base = await asyncio.to_thread(engine_for, cfg)
@@ -239,7 +240,7 @@ def _shows_call(reply: str) -> bool:
     return "tool_call" in reply or '"name"' in reply or "{" in reply
 
 
-def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - QuestionSet
+def rescore(result: dict[str, Any], qset) -> dict[str, Any]:
     """An earlier run's JSON with every recorded reply judged again by ``qset``'s checks
     (after a check was fixed: the replies do not depend on the checks)."""
     from voicepipe.bench.answer_checks import Tally
@@ -269,7 +270,7 @@ def rescore(result: dict[str, Any], qset) -> dict[str, Any]:  # noqa: ANN001 - Q
     return result
 
 
-def model_config(cfg, model: str, drafter: str):  # noqa: ANN001, ANN201 - Config
+def model_config(cfg, model: str, drafter: str):
     """``cfg`` with ``model``; the drafter: ``drafter``, else the configured one for the
     configured model, else prompt lookup (an EAGLE draft belongs to its own target)."""
     d = drafter or (cfg.llm.drafter if model == cfg.llm.model else "ngram")
@@ -281,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe import registry
     from voicepipe.bench.answer_checks import REPLY, SetError
-    from voicepipe.bench.llm import _cpu
+    from voicepipe.bench.common import cpu
 
     torch.set_num_threads(args.threads)
     cfg = args.config
@@ -311,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
     models = [m for m in args.model.split(",") if m] or [cfg.llm.model]
     log = None if args.json else (lambda s: print(s, file=sys.stderr, flush=True))
     out: dict[str, Any] = {
-        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
+        "machine": {"cpu": cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
         "set": {
             "path": str(args.set),
             "version": qset.version,

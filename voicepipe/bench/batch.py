@@ -124,7 +124,7 @@ async def _level(cfg: Any, engine: Any, n: int, n_questions: int) -> dict[str, A
 
 
 def _summary(lv: dict[str, Any]) -> dict[str, Any]:
-    from voicepipe.bench.e2e import _pcts
+    from voicepipe.bench.common import pcts
 
     def ms(name: str) -> list[float]:
         return [o["spans"][name].duration_ms for o in lv["outs"] if name in o["spans"]]
@@ -133,8 +133,8 @@ def _summary(lv: dict[str, Any]) -> dict[str, Any]:
         "tok_s": round(lv["tokens"] / lv["wall_s"], 1),
         "tokens": lv["tokens"],
         "wall_s": round(lv["wall_s"], 3),
-        "ttft_ms": _pcts(ms("llm.ttft")),
-        "tpot_ms": _pcts(ms("llm.tpot")),
+        "ttft_ms": pcts(ms("llm.ttft")),
+        "tpot_ms": pcts(ms("llm.tpot")),
     }
 
 
@@ -142,9 +142,9 @@ async def bench(cfg: Any, max_n: int, n_questions: int, log: Any) -> dict[str, A
     import dataclasses
 
     from voicepipe.bench.batch_passes import decode_passes
-    from voicepipe.bench.e2e import _levels
+    from voicepipe.bench.e2e_levels import parse_levels
     from voicepipe.schedulers.llm_batch import batcher_for
-    from voicepipe.stages.llm.stage import engine_for
+    from voicepipe.stages.llm.engine import engine_for
 
     modes = {
         m: dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=m == "batched"))
@@ -153,7 +153,7 @@ async def bench(cfg: Any, max_n: int, n_questions: int, log: Any) -> dict[str, A
     engine = engine_for(cfg)
     await _level(modes["alone"], engine, 1, 1)  # warm-up (kernels, caches), not counted
     rows = []
-    for i, n in enumerate(_levels(max_n)):
+    for i, n in enumerate(parse_levels(max_n)):
         order = ["alone", "batched"] if i % 2 == 0 else ["batched", "alone"]
         got = {m: await _level(modes[m], engine, n, n_questions) for m in order}
         same = all(
@@ -171,7 +171,7 @@ async def bench(cfg: Any, max_n: int, n_questions: int, log: Any) -> dict[str, A
         row["batched_vs_alone"] = round(row["batched"]["tok_s"] / row["alone"]["tok_s"], 2)
     b = batcher_for(engine)
     log("  decode passes alone (no prompts, no drafts) …")
-    passes = await decode_passes(modes["alone"], engine, _levels(max_n))
+    passes = await decode_passes(modes["alone"], engine, parse_levels(max_n), questions())
     return {
         "model": cfg.llm.model,
         "drafter": cfg.llm.drafter,

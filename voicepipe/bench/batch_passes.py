@@ -27,21 +27,22 @@ def _median_ms(run: Any, repeats: int) -> float:
 
 
 async def decode_passes(
-    cfg: Any, engine: Any, levels: list[int], repeats: int = 9
+    cfg: Any, engine: Any, levels: list[int], qs: list[str], repeats: int = 9
 ) -> list[dict[str, Any]]:
     """Per level: the median batched one-token decode pass (ms), with and without the
-    shared prefix, and the aggregate tokens per second that makes."""
-    from voicepipe.bench.batch import questions
+    shared prefix, and the aggregate tokens per second that makes (``qs``: the level's
+    questions, whose prompts fill the sessions' caches)."""
     from voicepipe.nn.llm.batched import Pass, score_batch
+    from voicepipe.stages.llm.local import LocalEngine
     from voicepipe.stages.llm.stage import LlmStage
 
-    qs = questions()
     forks = []
     for i in range(max(levels)):
         st = LlmStage(cfg, engine.fork())
         await st.start()  # the system prompt's rows, from the prefix cache
         eng: Any = st.engine
-        eng.target.prefill(st._prompt(qs[i % len(qs)]))  # noqa: SLF001 - the real prompt
+        assert isinstance(st.backend, LocalEngine)
+        eng.target.prefill(st.backend.prompt(qs[i % len(qs)]))  # the stage's real prompt
         forks.append(eng.target)
     model = forks[0].model
 

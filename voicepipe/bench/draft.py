@@ -33,7 +33,7 @@ import sys
 import time
 
 
-def _run(dec, prompt: list[int], max_new: int, stop: set[int]):  # noqa: ANN001, ANN202
+def _run(dec, prompt: list[int], max_new: int, stop: set[int]):
     """(tokens, seconds from the call, seconds from the first token: the decode phase)."""
     t0 = time.perf_counter()
     t1 = None
@@ -48,7 +48,7 @@ def _run(dec, prompt: list[int], max_new: int, stop: set[int]):  # noqa: ANN001,
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.bench.llm import _cpu
+    from voicepipe.bench.common import cpu
     from voicepipe.nn.llm import engine as E
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
     from voicepipe.speculative.drafter import DrafterSpec
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"[{i + 1}/{len(prompts)}] {q!r}: {len(ref)} tokens", file=sys.stderr)
     report = {
-        "machine": {"cpu": _cpu(), "cores": os.cpu_count()},  # as /proc/cpuinfo names it
+        "machine": {"cpu": cpu(), "cores": os.cpu_count()},  # as /proc/cpuinfo names it
         "prompt_set": args.prompts,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "model": cfg.model,
@@ -212,7 +212,7 @@ def _stores(spec: str) -> list[bool]:
     return out
 
 
-def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
+def _with_store(dec, on: bool):
     """The decoder without its hybrid's reply store when not on (spec.replies)."""
     from voicepipe.speculative.hybrid import HybridProposer
 
@@ -221,7 +221,7 @@ def _with_store(dec, on: bool):  # noqa: ANN001, ANN202
     return dec
 
 
-def _with_siblings(dec, alt: float | None):  # noqa: ANN001, ANN202
+def _with_siblings(dec, alt: float | None):
     """The decoder with its EAGLE proposer's runner-up threshold set to alt."""
     from voicepipe.nn.llm.draft_spec import EagleProposer
     from voicepipe.speculative.hybrid import HybridProposer

@@ -40,6 +40,7 @@ import json
 from typing import Any
 
 from voicepipe.bench._progress import progress
+from voicepipe.bench.common import QUESTIONS, pcts, speak
 from voicepipe.bench.e2e_levels import (
     batches,
     level_summary,
@@ -49,16 +50,6 @@ from voicepipe.bench.e2e_levels import (
     plot,
 )
 
-QUESTIONS = [
-    "What is the capital of France?",
-    "How many days are there in a week?",
-    "Can you tell me a fun fact about the moon?",
-    "What should I cook for dinner tonight?",
-    "Why is the sky blue?",
-    "How do I make a cup of tea?",
-    "What is two plus three?",
-    "Give me a tip for sleeping better.",
-]
 LIMIT_MS = 1500.0
 
 
@@ -144,32 +135,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def speak(texts: list[str], rate: int = 16000) -> list[Any]:
-    import numpy as np
-    from hibari.tts import Hibari
-
-    from voicepipe.audio import resample
-
-    tts = Hibari()
-    lead = np.zeros(rate // 4, np.float32)  # a mic hears a little silence before speech
-    return [
-        np.concatenate([lead, resample(np.asarray(tts(t, seed=i), np.float32), 24000, rate)])
-        for i, t in enumerate(texts)
-    ]
-
-
-def _levels(max_c: int) -> list[int]:
-    return parse_levels(max_c)
-
-
-def _pcts(values: list[float]) -> dict[str, float]:
-    from voicepipe.tracing import percentile
-
-    if not values:
-        return {}
-    return {q: round(percentile(values, p), 1) for q, p in (("p50", 50), ("p95", 95), ("p99", 99))}
-
-
 async def _level(
     srv: Any,
     cfg: Any,
@@ -234,7 +199,7 @@ def summarize(
     ]
     span_names = sorted({k for s in first for k in s["latency_ms"]})
     spans = {
-        n: _pcts([s["latency_ms"][n] for s in first if n in s["latency_ms"]]) for n in span_names
+        n: pcts([s["latency_ms"][n] for s in first if n in s["latency_ms"]]) for n in span_names
     }
     jitter: dict[str, float] = {}
     for s in first:
@@ -250,7 +215,7 @@ def summarize(
             for s in lv["sessions"]
             if "e2e.voice_to_voice" in s["latency_ms"]
         ]
-        p = _pcts(vals)
+        p = pcts(vals)
         failed = len(lv["sessions"]) - len(vals)
         per_level.append(
             {
@@ -270,7 +235,7 @@ def summarize(
         if s.get("preempt"):
             preempt[s["preempt"]] = preempt.get(s["preempt"], 0) + 1
     return {
-        "voice_to_voice_ms": _pcts(v2v),
+        "voice_to_voice_ms": pcts(v2v),
         "spans": spans,
         "jitter": jitter,
         "cpu": {

@@ -94,7 +94,7 @@ def union_ms(windows: list[list[float]]) -> float:
 
 
 def level_summary(sessions: list[dict[str, Any]], cpu_s: float | None = None) -> dict[str, Any]:
-    from voicepipe.bench.e2e import _pcts
+    from voicepipe.bench.common import pcts
 
     def ms(name: str) -> list[float]:
         return [s["latency_ms"][name] for s in sessions if name in s["latency_ms"]]
@@ -104,8 +104,8 @@ def level_summary(sessions: list[dict[str, Any]], cpu_s: float | None = None) ->
     played = sum(float((s.get("jitter") or {}).get("played_ms", 0.0)) for s in sessions)
     concealed = sum(float((s.get("jitter") or {}).get("concealed_ms", 0.0)) for s in sessions)
     out: dict[str, Any] = {
-        "ttft_ms": _pcts(ms("llm.ttft")),
-        "tpot_ms": _pcts(ms("llm.tpot")),
+        "ttft_ms": pcts(ms("llm.ttft")),
+        "tpot_ms": pcts(ms("llm.tpot")),
         "llm_tokens": tokens,
         "llm_tok_s": round(tokens / (busy / 1000), 1) if busy > 0 else None,
         "concealed_pct": round(100 * concealed / played, 2) if played > 0 else None,

@@ -85,12 +85,12 @@ async def _sessions(url: str, cfg: Config, clips: list[Any], **kw: Any) -> list[
 
 
 def _side(sessions: list[dict[str, Any]]) -> dict[str, Any]:
-    from voicepipe.bench.e2e import _pcts
+    from voicepipe.bench.common import pcts
 
     vals = [v for s in sessions if (v := _v2v(s)) is not None]
     underruns = sum(int(s.get("jitter", {}).get("underruns", 0)) for s in sessions)
     return {
-        "voice_to_voice_ms": _pcts(vals),
+        "voice_to_voice_ms": pcts(vals),
         "failed": len(sessions) - len(vals),
         "underruns": underruns,
     }
@@ -109,7 +109,8 @@ async def bench(
 ) -> dict[str, Any]:
     from voicepipe.bench._ray import free_port, local_cluster
     from voicepipe.bench._serve import serve_process
-    from voicepipe.bench.e2e import QUESTIONS, _levels, _pcts, speak
+    from voicepipe.bench.common import QUESTIONS, pcts, speak
+    from voicepipe.bench.e2e_levels import parse_levels
 
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
@@ -134,7 +135,7 @@ async def bench(
             ) as viaray,  # fmt: skip
         ):
             levels = []
-            for c in _levels(max_c):
+            for c in parse_levels(max_c):
                 pair: dict[str, list[dict[str, Any]]] = {"direct": [], "ray": []}
                 for start in range(0, len(clips), c):
                     batch = clips[start : start + c]
@@ -154,7 +155,7 @@ async def bench(
                     "concurrency": c,
                     "direct": d_side,
                     "ray": r_side,
-                    "overhead_ms": _pcts(diffs),
+                    "overhead_ms": pcts(diffs),
                     "ratio_p50": round(p_r / p_d, 3) if p_d and p_r else None,
                     "sessions_per_replica": dict(
                         Counter(_replica(s["session_id"]) for s in pair["ray"])

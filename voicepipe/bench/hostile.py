@@ -33,7 +33,7 @@ from typing import Any
 
 from voicepipe.bench import attackers as attackers_mod
 from voicepipe.bench._progress import progress
-from voicepipe.bench.e2e import QUESTIONS, _pcts, speak
+from voicepipe.bench.common import QUESTIONS, pcts, speak
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -149,13 +149,13 @@ async def bench(
     for name, rs in runs.items():
         v2v = [r["voice_to_voice_ms"] for r in rs if r["voice_to_voice_ms"] is not None]
         out[name] = {
-            "voice_to_voice_ms": _pcts(v2v),
+            "voice_to_voice_ms": pcts(v2v),
             "failed": sum(not r["ok"] for r in rs),
             "server_cpu_s_mean": round(sum(r["server_cpu_s"] for r in rs) / len(rs), 2),
         }
     spans = sorted(set.intersection(*(set(r["spans_ms"]) for rs in runs.values() for r in rs)))
     out["span_p50_ms"] = {  # alone vs under attack, per stage
-        k: {name: _pcts([r["spans_ms"][k] for r in rs])["p50"] for name, rs in runs.items()}
+        k: {name: pcts([r["spans_ms"][k] for r in rs])["p50"] for name, rs in runs.items()}
         for k in spans
     }
     alone, hit = out["alone"]["voice_to_voice_ms"], out["under_attack"]["voice_to_voice_ms"]

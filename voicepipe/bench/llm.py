@@ -34,6 +34,8 @@ import os
 import sys
 import time
 
+from voicepipe.bench.common import cpu
+
 PASSAGE = (
     "The Riverside Library will close for renovation from March 3 to April 14. During the "
     "closure, borrowed books can be returned at the Market Street branch, which will extend "
@@ -119,7 +121,7 @@ def _ids(engine, text: str) -> list[int]:
     return engine.tokenizer.chat_ids([{"role": "user", "content": text}])
 
 
-def _generate(engine, ids: list[int], n: int, spec: bool):  # noqa: ANN202
+def _generate(engine, ids: list[int], n: int, spec: bool):
     """(tokens, seconds, decode seconds, metrics) of one greedy generation on a fresh cache.
 
     Decode seconds run from the first token (the target's prompt prefill, the
@@ -189,7 +191,7 @@ def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = Tru
 VERIFY_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
 
-def verify_costs(m, ids: list[int], passes: int = 12) -> dict:  # noqa: ANN001 (Transformer)
+def verify_costs(m, ids: list[int], passes: int = 12) -> dict:
     """What a verifying pass over T rows costs, in ms and in one-token decodes.
 
     Speculation pays when a pass's accepted tokens outnumber its cost in
@@ -292,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
     repeats = 1 if args.quick else args.repeats
     model = cfg.llm.model
     out: dict = {
-        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
+        "machine": {"cpu": cpu(), "threads": args.threads, "loadavg_start": os.getloadavg()[0]},
         "tokens": n,
         "models": [],
         "drafters": [],
@@ -348,13 +350,3 @@ def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:
     tok = ChatTokenizer(load_gguf(gguf_path(name)).metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
     return llamacpp_row(name, ids, n, repeats, threads)
-
-
-def _cpu() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""

@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from voicepipe.bench.e2e import speak
+    from voicepipe.bench.common import speak
 
     log = progress(args)
 

@@ -45,7 +45,7 @@ import sys
 import time
 
 
-def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: ANN001
+def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:
     """The reply's Site per position (sites[i]: after its first i+1 tokens)."""
     from voicepipe.speculative.ngram import NgramProposer
     from voicepipe.speculative.replay import Site
@@ -93,7 +93,7 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:  # noqa: 
     return [site(i, *x) for i, x in enumerate(seen[: len(out) - 1])]
 
 
-def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
+def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:
     """One EAGLE draft step right after a target decode, in one-row decodes (best of n each)."""
     import torch
 
@@ -122,7 +122,8 @@ def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:  # noqa: ANN001
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.bench.llm import PROMPTS, _cpu, verify_costs
+    from voicepipe.bench.common import cpu
+    from voicepipe.bench.llm import PROMPTS, verify_costs
     from voicepipe.nn.llm import engine as E
     from voicepipe.speculative import replay as R
     from voicepipe.speculative.adaptive import AdaptiveK
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                     _draft_step_cost(eng, ids))  # fmt: skip
     k = cfg.spec_k
 
-    def ctl(k_max: int, verify_cost: float = 1.0):  # noqa: ANN202
+    def ctl(k_max: int, verify_cost: float = 1.0):
         return lambda: AdaptiveK.for_text(k, k_max=k_max, verify_cost=verify_cost)
 
     def tree(k_max: int = T.eagle_k, min_path: float = T.eagle_min_path,
@@ -225,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
             "cost_per_pass": round(tot.cost / max(1, tot.passes), 3),
         }
     report = {
-        "machine": {"cpu": _cpu(), "threads": args.threads, "loadavg": os.getloadavg()[0]},
+        "machine": {"cpu": cpu(), "threads": args.threads, "loadavg": os.getloadavg()[0]},
         "model": cfg.model,
         "weights": cfg.weights,
         "draft": draft,

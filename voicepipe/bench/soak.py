@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from voicepipe.bench._progress import progress
-from voicepipe.bench.e2e import QUESTIONS, speak
+from voicepipe.bench.common import QUESTIONS, speak
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -83,14 +83,14 @@ def load_row(model: str, weights: str, repeats: int, cold: bool) -> dict:
     return row
 
 
-async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
+async def _session(cfg, engine=None) -> list[dict]:
     from voicepipe.frames import SpanFrame
     from voicepipe.stages.llm.stage import LlmStage
 
     stage = LlmStage(cfg, engine)
     spans: list[SpanFrame] = []
 
-    async def sink(f) -> None:  # noqa: ANN001
+    async def sink(f) -> None:
         if isinstance(f, SpanFrame) and f.name == "llm.ttft":
             spans.append(f)
 
@@ -109,7 +109,7 @@ async def _session(cfg, engine=None) -> list[dict]:  # noqa: ANN001
 
 def turns_rows(model: str, drafter: str, max_new: int) -> list[dict]:
     from voicepipe.config import Config
-    from voicepipe.stages.llm.stage import engine_for
+    from voicepipe.stages.llm.engine import engine_for
 
     out = []
     for share in (False, True):
@@ -139,7 +139,8 @@ async def _stall(model: str, drafter: str, chunk: int) -> dict:
     between steps during B's prefill, with B's prefill in ``chunk``-token passes (0: one)."""
     from voicepipe.config import Config
     from voicepipe.frames import SpanFrame, TextDelta
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     c = Config()
     llm = dataclasses.replace(c.llm, model=model, drafter=drafter, prefill_chunk=chunk)
@@ -151,13 +152,13 @@ async def _stall(model: str, drafter: str, chunk: int) -> dict:
 
     going = asyncio.Event()  # A has spoken a few steps
 
-    async def sink_a(f) -> None:  # noqa: ANN001
+    async def sink_a(f) -> None:
         if isinstance(f, TextDelta):
             steps.append(time.perf_counter())
             if len(steps) >= 8:
                 going.set()
 
-    async def sink_b(f) -> None:  # noqa: ANN001
+    async def sink_b(f) -> None:
         if isinstance(f, SpanFrame) and f.name == "llm.ttft":
             ttft.append(f)
 

@@ -32,14 +32,14 @@ SENTENCES = [
 ]
 
 
-def _speak(backend, text: str):  # noqa: ANN001, ANN201
+def _speak(backend, text: str):
     import numpy as np
 
     chunks = [c for c in backend.stream(text) if len(c)]
     return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
 
 
-def run(cfg, backends: list[str]) -> dict:  # noqa: ANN001
+def run(cfg, backends: list[str]) -> dict:
     from voicepipe.core.text.norm import normalize
     from voicepipe.core.text.wer import wer
     from voicepipe.roundtrip import transcribe

@@ -34,7 +34,7 @@ import json
 import sys
 import time
 
-BETAS = (0.0, 0.1, 0.2, 0.3, 0.5)
+from voicepipe.bench.common import TTS_BETAS, load_avg
 
 
 def _row(
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     n = args.sentences or (8 if args.quick else 30)
     texts = sentences(4000, 60, 0)[1][:n]
-    betas = (0.0, 0.3) if args.quick else BETAS
+    betas = (0.0, 0.3) if args.quick else TTS_BETAS
     rules = args.rules.split(",")
     rows = []
     if not args.no_hibari:
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> dict:
         "vocoder_rtf": voc_rtf,
         "chunk_frames": tts.chunk_frames,
         "first_frames": tts.first_frames,
-        "load_avg": _load(),
+        "load_avg": load_avg(),
     }
 
 
@@ -246,12 +246,6 @@ def _timed_cpu(fn):
 
 def _per_s(cpu_s: float, res: list) -> float:
     return cpu_s / sum(r.audio_s for r in res)
-
-
-def _load() -> list[float]:
-    import os
-
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def plot(result: dict, path: str) -> None:

@@ -102,13 +102,13 @@ async def _level(cfg: Any, replies: list[list[str]], stagger_s: float) -> dict[s
 
 
 def _summary(lv: dict[str, Any]) -> dict[str, Any]:
-    from voicepipe.bench.e2e import _pcts
+    from voicepipe.bench.common import pcts
 
     first = [(g["audio"][0][0] - g["t0"]) * 1000 for g in lv["sessions"] if g["audio"]]
     stall = [stalls(g["audio"]) * 1000 for g in lv["sessions"]]
     return {
-        "first_audio_ms": _pcts(first),
-        "stall_ms": {**_pcts(stall), "sum": round(sum(stall), 1)},
+        "first_audio_ms": pcts(first),
+        "stall_ms": {**pcts(stall), "sum": round(sum(stall), 1)},
         "audio_s": round(sum(d for g in lv["sessions"] for _, d in g["audio"]), 2),
         "cpu_s": round(lv["cpu_s"], 2),
         "wall_s": round(lv["wall_s"], 2),
@@ -122,7 +122,7 @@ def _lengths(lv: dict[str, Any]) -> list[float]:
 async def bench(cfg: Any, max_n: int, chunks: int, stagger_s: float, log: Any) -> dict[str, Any]:
     import dataclasses
 
-    from voicepipe.bench.e2e import _levels
+    from voicepipe.bench.e2e_levels import parse_levels
     from voicepipe.bench.tts_replies import load_replies
     from voicepipe.schedulers.tts_batch import tts_batcher_for
     from voicepipe.stages.tts import CodecLMBackend
@@ -137,7 +137,7 @@ async def bench(cfg: Any, max_n: int, chunks: int, stagger_s: float, log: Any) -
     }
     CodecLMBackend(cfg).warm_up()  # the shared weights and vocoder widths, not counted
     rows = []
-    for i, n in enumerate(_levels(max_n)):
+    for i, n in enumerate(parse_levels(max_n)):
         texts = [replies[(i * 7 + s) % len(replies)] for s in range(n)]
         order = ["alone", "batched"] if i % 2 == 0 else ["batched", "alone"]
         got = {m: await _level(modes[m], texts, stagger_s) for m in order}

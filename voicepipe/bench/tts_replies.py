@@ -57,12 +57,13 @@ def _drafter(model: str, configured: str) -> str:
     return configured if model == "smollm2-135m" else "ngram"
 
 
-def make_replies(cfg, model: str, out: Path | None = None, limit: int = 0) -> Path:  # noqa: ANN001
+def make_replies(cfg, model: str, out: Path | None = None, limit: int = 0) -> Path:
     """Generate (or resume) the replies of ``model`` to every prompt through LlmStage."""
     import asyncio
 
     from voicepipe.frames import TextChunk, TextDelta
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     llm = dataclasses.replace(
         cfg.llm, model=model, drafter=_drafter(model, cfg.llm.drafter), temperature=0.0
@@ -80,7 +81,7 @@ def make_replies(cfg, model: str, out: Path | None = None, limit: int = 0) -> Pa
     deltas: list[str] = []
     chunks: list[str] = []
 
-    async def push(frame) -> None:  # noqa: ANN001
+    async def push(frame) -> None:
         if isinstance(frame, TextDelta):
             deltas.append(frame.text)
         elif isinstance(frame, TextChunk) and frame.text.strip():
@@ -110,7 +111,7 @@ def make_replies(cfg, model: str, out: Path | None = None, limit: int = 0) -> Pa
     return out
 
 
-def _write(out: Path, model: str, cfg, rows: list[dict]) -> None:  # noqa: ANN001
+def _write(out: Path, model: str, cfg, rows: list[dict]) -> None:
     c = cfg.llm
     data = {
         "model": model,

@@ -88,7 +88,7 @@ def _score(
     asr: str,
     base_lm: float | None,
     worst: int,
-) -> dict:  # noqa: ANN001
+) -> dict:
     from voicepipe.core.text.norm import normalize
     from voicepipe.core.text.wer import dropout, wer
     from voicepipe.roundtrip import transcribe
@@ -175,7 +175,7 @@ def run_replies(args: argparse.Namespace) -> dict:
 
     import torch
 
-    from voicepipe.bench.tts import BETAS, _load
+    from voicepipe.bench.common import TTS_BETAS, load_avg
     from voicepipe.bench.tts_replies import load_replies
     from voicepipe.core.text.norm import normalize
     from voicepipe.nn.tts.codec_tts import CodecLMTTS
@@ -209,7 +209,7 @@ def run_replies(args: argparse.Namespace) -> dict:
         # levels, decode), judged the same way; no codec LM can sound clearer than this.
         emit(_score("codec", "resynth", None, _resynth(tts.codec, said), replies, asr, None, 0))
 
-    def streamed(opts) -> list[_Said]:  # noqa: ANN001
+    def streamed(opts) -> list[_Said]:
         out = []
         for rt in texts:
             s = _Said()
@@ -250,7 +250,7 @@ def run_replies(args: argparse.Namespace) -> dict:
     emit(_score("codec-lm", "ar-streamed", None, s_ar, replies, asr, base_lm, worst)
          | {"vocoder_rtf": voc_rtf})  # fmt: skip
     emit(_score("codec-lm", "ar", None, base, replies, asr, base_lm, worst))
-    betas = (0.0, 0.3) if args.quick else BETAS
+    betas = (0.0, 0.3) if args.quick else TTS_BETAS
     for rule in args.rules.split(","):
         if rule == "relaxed":  # sampled rows: the held-out bench covers them
             continue
@@ -273,5 +273,5 @@ def run_replies(args: argparse.Namespace) -> dict:
         "spec_k": args.k,
         "vocoder_rtf": voc_rtf,
         "durations": tts.durations,
-        "load_avg": _load(),
+        "load_avg": load_avg(),
     }

@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe.frames import Frame, TextChunk, TextDelta
     from voicepipe.registry import ModelError
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.tools import ToolError
 
     if args.threads:

@@ -106,7 +106,7 @@ def _groups(spans: list, only_turn: int | None) -> dict[tuple[str, int], list]:
     return groups
 
 
-def _draw_turn(ax, group: list, title: str) -> None:  # noqa: ANN001 - matplotlib Axes
+def _draw_turn(ax, group: list, title: str) -> None:
     """One turn's spans as bars from their start, §9 names in pipeline order, others after."""
     from voicepipe.tracing import SPAN_NAMES
 

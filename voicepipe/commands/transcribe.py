@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +70,7 @@ async def _transcribe(cfg, pcm, sr: int, partials: bool) -> dict:
     finally:
         await stage.stop()
     starts = {f.turn_id: f.media_ns for f in out if isinstance(f, SpeechStart)}
-    finals = []
+    finals: list[dict[str, Any]] = []
     for f in out:
         if isinstance(f, TranscriptPartial):
             print(f"[partial {f.turn_id}] {f.text}", file=sys.stderr)

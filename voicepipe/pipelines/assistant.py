@@ -28,7 +28,7 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm.remote import llm_stage
+    from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
     from voicepipe.stages.turns import BargeIn
@@ -37,7 +37,7 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     return [
         AsrStage(cfg, turns=turns),
         BargeIn(),
-        llm_stage(cfg, turns=turns),
+        LlmStage(cfg, turns=turns),
         TTSStage(cfg),
         OutputStage(cfg, session),
     ]
@@ -53,23 +53,18 @@ def preload(cfg: Config) -> None:
     and its system prompt's keys and values go into the prefix cache, so the first
     session copies them too. Each step says on stderr what it loads and how long it took
     (stdout's first line stays the URL line)."""
-    from voicepipe.nn.asr.whisper import WhisperAsr
-    from voicepipe.stages.llm.stage import engine_for
-    from voicepipe.stages.tts import make_backend
+    from voicepipe.stages import asr, tts
+    from voicepipe.stages.llm.engine import engine_for
 
-    _loading(f"ASR {cfg.asr.model}", lambda: WhisperAsr.from_config(cfg))
+    _loading(f"ASR {cfg.asr.model}", lambda: asr.preload(cfg))
     c = cfg.llm
     if c.backend == "local":
         _loading(f"LLM {c.model} ({c.weights}, drafter {c.drafter})", lambda: engine_for(cfg))
     else:
         _loading(f"LLM {c.model} (at {c.base_url})", lambda: check_llm_backend(cfg))
-    if cfg.tts.backend == "codec-lm":
-        from voicepipe.nn.tts.codec_tts import CodecLMTTS
-
-        _loading(f"TTS codec-lm ({cfg.codec.model}, {cfg.codec.vocoder})",
-                 lambda: CodecLMTTS.shared(cfg).warm_up())  # fmt: skip
-    else:  # hibari: loads its ONNX session and warms the file cache
-        _loading(f"TTS {cfg.tts.backend}", lambda: make_backend(cfg))
+    what = f"codec-lm ({cfg.codec.model}, {cfg.codec.vocoder})"
+    _loading(f"TTS {what if cfg.tts.backend == 'codec-lm' else cfg.tts.backend}",
+             lambda: tts.preload(cfg))  # fmt: skip
 
 
 def _loading(what: str, load: Callable[[], object]) -> None:

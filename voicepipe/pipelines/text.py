@@ -17,10 +17,10 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
-    from voicepipe.stages.llm.remote import llm_stage
+    from voicepipe.stages.llm.stage import LlmStage
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
-    return [AsrStage(cfg, turns=turns), llm_stage(cfg, turns=turns)]
+    return [AsrStage(cfg, turns=turns), LlmStage(cfg, turns=turns)]
 
 
 def preload(cfg: Config) -> None:

@@ -127,7 +127,7 @@ class Batcher:
                         self.policy.join_decode(job.id)
             try:
                 self._step()
-            except Exception as e:  # noqa: BLE001 - a bug here must not leave sessions waiting
+            except Exception as e:
                 for job in list(self._jobs.values()):
                     self._finish(job, e)
 
@@ -167,7 +167,7 @@ class Batcher:
                     owners.append(feed)
             except StopIteration:
                 self._finish(feed)
-            except Exception as e:  # noqa: BLE001 - the session sees its own error
+            except Exception as e:
                 self._finish(feed, e)
         batch = [j for sid in plan.decode if isinstance(j := self._jobs.get(sid), _Decode)]
         for j in batch:
@@ -184,7 +184,7 @@ class Batcher:
         t0 = time.perf_counter()
         try:
             scores = score_batch(self.model, passes)
-        except Exception as e:  # noqa: BLE001 - every session in the pass sees it
+        except Exception as e:
             for j in owners:
                 self._finish(j, e)
             return
@@ -227,7 +227,7 @@ class Batcher:
                 job.deliver(item)
         except StopIteration:
             self._finish(job)
-        except Exception as e:  # noqa: BLE001 - the session sees its own error
+        except Exception as e:
             self._finish(job, e)
 
 

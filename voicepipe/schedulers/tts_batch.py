@@ -132,7 +132,7 @@ class TtsBatcher:
             kind, jobs = task
             try:
                 done = self._lm_step(jobs) if kind == "lm" else self._push(jobs[0])
-            except Exception as e:  # noqa: BLE001 - a bug here must not leave sessions waiting
+            except Exception as e:
                 done = [(j, e) for j in jobs]
             with self._cv:
                 if kind == "lm":
@@ -217,7 +217,7 @@ class TtsBatcher:
                     continue
                 try:
                     results = run_calls([j.syn.call for j in live])  # type: ignore[misc]
-                except Exception as e:  # noqa: BLE001 - every session in the pass sees it
+                except Exception as e:
                     failed += [(j, e) for j in live]
                     continue
                 for j, r in zip(live, results, strict=True):
@@ -242,10 +242,10 @@ class TtsBatcher:
         return [(job, DONE)] if job.syn.done else []
 
 
-def _guard(job: _Speak, fn, failed: list) -> None:  # noqa: ANN001
+def _guard(job: _Speak, fn, failed: list) -> None:
     try:
         fn()
-    except Exception as e:  # noqa: BLE001 - the session sees its own error
+    except Exception as e:
         failed.append((job, e))
 
 

@@ -95,9 +95,9 @@ class Server:
 
     async def start(self) -> None:
         t0 = time.monotonic()
-        from voicepipe.nn.threads import BUDGET
+        from voicepipe.stages import threads
 
-        BUDGET.adaptive = self.cfg.server.adaptive_threads
+        threads.configure(self.cfg)
         await asyncio.to_thread(pipelines.preload, self.pipeline_name, self.cfg)
         log.info("pipeline %s ready in %.1f s", self.pipeline_name, time.monotonic() - t0)
         sockets = _bind(self.host, self.port)  # OSError here: the CLI says "cannot listen"

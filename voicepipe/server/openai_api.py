@@ -1,7 +1,7 @@
 """OpenAI-compatible HTTP endpoints: ``GET /v1/models``, ``POST /v1/chat/completions``.
 
 Any OpenAI client (the official SDKs, LangChain, curl) can use voicepipe's own
-speculative LLM (server/chat_engine.py) with ``base_url = http://HOST:PORT/v1``.
+speculative LLM (stages/llm/chat_engine.py) with ``base_url = http://HOST:PORT/v1``.
 Requests and shapes are checked in ``core/wire/openai_chat.py``; every error is the
 API's error object with its HTTP status. ``stream: true`` answers with
 server-sent events (``data: {chunk}`` … ``data: [DONE]``); ``usage`` comes with
@@ -31,7 +31,7 @@ from starlette.routing import Route
 
 from voicepipe.core.wire import openai_chat as O
 from voicepipe.frames import MetricsFrame
-from voicepipe.server.chat_engine import ChatEngine, Finished, Job
+from voicepipe.stages.llm.chat_engine import ChatEngine, Finished, Job
 
 if TYPE_CHECKING:
     from voicepipe.server.app import Server

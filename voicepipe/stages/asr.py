@@ -43,6 +43,7 @@ import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ class AsrStage(Stage):
             max(1, cfg.turns.preempt_after_ms * SR // 1000) if cfg.turns.preempt else None
         )
         self._origin_media_ns: int | None = None
-        self._resampler = None
+        self._resampler: Any = None  # a soxr.ResampleStream (soxr has no types) once needed
         self._in_rate = SR
         self._turn_seq = 0
         self.turns = turns or TurnCounter()  # shared with the LLM stage (its alerts' turns)
@@ -227,7 +228,8 @@ class AsrStage(Stage):
             if isinstance(frame, SessionSetup) and frame.vad is not None:
                 # The endpointer reads its config on every chunk: a turn in progress goes
                 # on under the new thresholds.
-                vad = dataclasses.replace(self.cfg.vad, **frame.vad)
+                overrides: dict[str, Any] = dict(frame.vad)  # (names checked by the sender)
+                vad = dataclasses.replace(self.cfg.vad, **overrides)
                 self.ep.cfg = EndpointConfig.from_vad(vad)
             await self.push(frame)
 
@@ -353,11 +355,12 @@ class AsrStage(Stage):
         return cutoff >= min(need, turn.last_speech_idx + self.early_samples)
 
     def _next_job(self) -> tuple[_Turn, int, str] | None:
-        for turn in self._pending:
+        if self._pending:
             # Finals go out in turn order, and before any work on the open turn.
-            if turn.best is not None and self._covers(turn, turn.best[0]):
-                return turn, turn.best[0], "ready"
-            return turn, turn.end_idx, "final"
+            first = self._pending[0]
+            if first.best is not None and self._covers(first, first.best[0]):
+                return first, first.best[0], "ready"
+            return first, first.end_idx, "final"
         turn = self._turn
         if turn is None:
             return None
@@ -547,3 +550,8 @@ async def stream_file(
             await stage.wait_idle()
     await stage.process(InputEnd())
     return out
+
+
+def preload(cfg: Config) -> None:
+    """Load the ASR's weights once per process, before the first session."""
+    WhisperAsr.from_config(cfg)

@@ -139,6 +139,18 @@ def make_backend(cfg: Config) -> TTSBackend:
     raise ValueError(f"unknown tts.backend {cfg.tts.backend!r} (codec-lm | hibari)")
 
 
+def preload(cfg: Config) -> None:
+    """Load the TTS once per process: the codec-LM's weights (LM, draft, durations,
+    codebooks, vocoder) into the share every session's stage uses, warmed up on the
+    vocoder's streaming shapes; hibari's ONNX session and the file cache."""
+    if cfg.tts.backend == "codec-lm":
+        from voicepipe.nn.tts.codec_tts import CodecLMTTS
+
+        CodecLMTTS.shared(cfg).warm_up()
+    else:
+        make_backend(cfg)
+
+
 _DONE = object()
 _SESSIONS = itertools.count(1)
 

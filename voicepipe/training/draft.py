@@ -31,23 +31,12 @@ import time
 from pathlib import Path
 
 from voicepipe.config import LlmConfig
+from voicepipe.training.draft_paths import data_dir
 
 log = logging.getLogger(__name__)
 
 # The serving default: the draft learns the replies the assistant really gives.
 SYSTEM_PROMPT = LlmConfig.system_prompt
-
-
-def data_dir(arg: str = "") -> Path:
-    from voicepipe import registry
-
-    return Path(arg) if arg else registry.home() / "data" / "draft"
-
-
-def run_dir(arg: str = "") -> Path:
-    from voicepipe import registry
-
-    return Path(arg) if arg else registry.home() / "runs" / "draft"
 
 
 def chat(tok, prompt: str, i: int, system: str = SYSTEM_PROMPT) -> list[int]:

@@ -152,7 +152,7 @@ def fit(args: argparse.Namespace) -> int:
     from voicepipe.nn.llm.draft_model import DraftArgs, EagleDraft, reduced_vocab, save
     from voicepipe.nn.llm.engine import gguf_path
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
-    from voicepipe.training.draft import data_dir, run_dir
+    from voicepipe.training.draft_paths import data_dir, run_dir
 
     torch.set_num_threads(args.threads)
     random.seed(args.seed)
@@ -306,7 +306,7 @@ def fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _init_from_target(model, target) -> None:  # noqa: ANN001
+def _init_from_target(model, target) -> None:
     """Start the draft layer from the target's last layer: same width, similar job
     (a narrower FFN keeps the channels ``ffn_channels`` ranks first)."""
     src = target.layers[-1]
@@ -326,7 +326,7 @@ def _init_from_target(model, target) -> None:  # noqa: ANN001
         model.norm.copy_(target.norm.float())
 
 
-def quantized(model, qat: bool):  # noqa: ANN001, ANN201
+def quantized(model, qat: bool):
     """``model`` as a callable, with the fused draft's weight rounding when ``qat``.
 
     Rounded weights are substituted per call (``functional_call``), so the
@@ -338,7 +338,7 @@ def quantized(model, qat: bool):  # noqa: ANN001, ANN201
 
     from voicepipe.nn.llm.fake_quant import draft_rounding, ste
 
-    def run(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+    def run(*a, **kw):
         sub = {}
         for name, w in model.named_parameters():
             r = draft_rounding(name, w)
@@ -356,7 +356,7 @@ def _loss(
     nemb,
     fout,
     mask,
-    train: bool,  # noqa: ANN001
+    train: bool,
     depths: int = 1,
     qat: bool = False,
     depth_weight: float = 0.8,
@@ -392,7 +392,7 @@ def _depth_mask(mask: torch.Tensor, s: int) -> torch.Tensor:
     return out
 
 
-def _terms(pred, head, f, logp_t, m) -> torch.Tensor:  # noqa: ANN001
+def _terms(pred, head, f, logp_t, m) -> torch.Tensor:
     p = pred.reshape(-1, pred.shape[-1])[m]
     logp_d = F.log_softmax(p @ head.T, dim=-1)
     kl = F.kl_div(logp_d, logp_t, log_target=True, reduction="batchmean")
@@ -403,7 +403,7 @@ EVAL_DEPTHS = 3
 
 
 @torch.no_grad()
-def evaluate(  # noqa: ANN001
+def evaluate(
     model, head, val: list[dict], emb: torch.Tensor, qat: bool = False
 ) -> dict[str, float]:
     """Agreement of draft and target on reply positions, drafting 1, 2 and 3 tokens deep.
@@ -451,7 +451,7 @@ def export(args: argparse.Namespace) -> int:
     the first few hundred) raises coverage without retraining.
     """
     from voicepipe.nn.llm.draft_model import load, reduced_vocab, save
-    from voicepipe.training.draft import data_dir, run_dir
+    from voicepipe.training.draft_paths import data_dir, run_dir
 
     model, meta = load(run_dir(args.run) / "best.pt")
     samples = _load_samples(_shards(data_dir(args.data)))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
 
 from voicepipe.training.corpus import TOPICS
 
@@ -413,7 +412,7 @@ def _t_recommend(r: random.Random) -> str:
     return r.choice(
         [
             f"Recommend a book about {r.choice(SUBJECTS)}.",
-            f"What should I cook for dinner with {r.choice(['rice', 'eggs', 'chicken', 'beans', 'pasta', 'potatoes'])}?",  # noqa: E501
+            f"What should I cook for dinner with {r.choice(['rice', 'eggs', 'chicken', 'beans', 'pasta', 'potatoes'])}?",
             f"Suggest a name for my {r.choice(['cat', 'dog', 'goldfish', 'band', 'blog', 'bakery'])}.",
             f"What movie should I watch {r.choice(['tonight', 'with my kids', 'on a date', 'alone'])}?",
             f"Suggest a hobby for {r.choice(AUDIENCES)}.",
@@ -436,26 +435,6 @@ TEMPLATES = [
     (_t_recommend, 1),
 ]
 _FNS = [f for f, w in TEMPLATES for _ in range(w)]
-
-
-Template = Callable[[random.Random], str]
-
-
-def template(slots: tuple[list[str], ...], *phrasings: str) -> Template:
-    """A prompt template: a value drawn from each slot list in turn, then a phrasing
-    (``{0}``, ``{1}``: the values), the same draws as this series' hand-written
-    functions make (slots first, then the phrasing). The later series use it."""
-
-    def make(r: random.Random) -> str:
-        values = [r.choice(s) for s in slots]
-        return r.choice(phrasings).format(*values)
-
-    return make
-
-
-def either(a: Template, b: Template) -> Template:
-    """Template a or b at even odds (that draw comes before the chosen template's own)."""
-    return lambda r: a(r) if r.random() < 0.5 else b(r)
 
 
 def norm(text: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from voicepipe.training.draft_prompts import either, template
+from voicepipe.training.prompt_templates import either, template
 
 # fmt: off
 FOODS = [

@@ -8,7 +8,7 @@ subjects, etiquette, shopping and "what if" questions.
 
 from __future__ import annotations
 
-from voicepipe.training.draft_prompts import either, template
+from voicepipe.training.prompt_templates import either, template
 
 # fmt: off
 COUNTRIES = [

@@ -25,7 +25,7 @@ PREFIX = 8  # prompt tokens kept before each reply: the template's header and a 
 def export_replies(args: argparse.Namespace) -> int:
     import torch
 
-    from voicepipe.training.draft import data_dir
+    from voicepipe.training.draft_paths import data_dir
 
     dirs = [data_dir(args.data), *(Path(d) for d in args.more_data.split(",") if d)]
     shards = [p for d in dirs for p in sorted(d.glob("gen_*.pt"))]

@@ -31,6 +31,10 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from voicepipe.stages.llm.stage import LlmStage
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +58,9 @@ def chunk_reply(reply: str) -> list[str]:
 class _Replies:
     """Greedy replies of the configured LLM to training prompts, cached in replies.jsonl."""
 
-    def __init__(self, cfg, path: Path) -> None:  # noqa: ANN001
-        self.cfg, self.path, self.stage = cfg, path, None
+    def __init__(self, cfg, path: Path) -> None:
+        self.cfg, self.path = cfg, path
+        self.stage: LlmStage | None = None  # built on the first prompt not in the cache
         self.cache: dict[str, str] = {}
         if path.exists():
             for line in path.read_text().splitlines():
@@ -71,20 +76,22 @@ class _Replies:
         import asyncio
 
         from voicepipe.frames import TextDelta
-        from voicepipe.stages.llm.stage import LlmStage, engine_for
+        from voicepipe.stages.llm.engine import engine_for
+        from voicepipe.stages.llm.stage import LlmStage
 
         if self.stage is None:
             self.stage = LlmStage(self.cfg, engine_for(self.cfg))
             self.deltas: list[str] = []
 
-            async def push(frame) -> None:  # noqa: ANN001
+            async def push(frame) -> None:
                 if isinstance(frame, TextDelta):
                     self.deltas.append(frame.text)
 
-            self.stage.push = push  # type: ignore[method-assign]
-        del self.stage.messages[1 if self.cfg.llm.system_prompt else 0 :]
+            self.stage.push = push
+        stage = self.stage
+        del stage.messages[1 if self.cfg.llm.system_prompt else 0 :]
         self.deltas.clear()
-        asyncio.run(self.stage.reply(1, prompt))
+        asyncio.run(stage.reply(1, prompt))
         reply = "".join(self.deltas).strip()
         self.cache[prompt] = reply
         with open(self.path, "a", encoding="utf-8") as f:
@@ -92,7 +99,7 @@ class _Replies:
         return reply
 
 
-def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str, str, str]]:  # noqa: ANN001
+def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str, str, str]]:
     """(id, kind, raw text) in a fixed order: per training prompt its reply's chunks, the
     prompt, and three templated sentences. Ids are stable, so resuming skips by id."""
     from voicepipe.training.draft_prompts import train_prompts
@@ -113,7 +120,7 @@ def texts(cfg, root: Path, n_prompts: int, seed: int = 0) -> Iterator[tuple[str,
             yield f"dt{i:05d}_{j}", "template", t
 
 
-def generate(cfg, root: Path, n_prompts: int, seed: int, minutes: float) -> dict:  # noqa: ANN001
+def generate(cfg, root: Path, n_prompts: int, seed: int, minutes: float) -> dict:
     """Speak every text not yet in the manifest with hibari; stop after ``minutes`` of audio."""
     from voicepipe.audio import resample, write_wav
     from voicepipe.core.text.norm import normalize

@@ -75,7 +75,7 @@ def load_rows(dirs: list[Path], split: str, q: int, limit: int = 0) -> list[dict
     return out
 
 
-def crop(row: dict, s: int):  # noqa: ANN201
+def crop(row: dict, s: int):
     """Input mel frames [s − CTX_L, s + CROP + CTX_R) (silence outside the utterance) and
     target samples of frames [s, s + CROP) (zeros outside)."""
     import torch
@@ -96,7 +96,7 @@ def crop(row: dict, s: int):  # noqa: ANN201
     return m, y
 
 
-def batch(rows: list[dict], n: int, rng: random.Random):  # noqa: ANN201
+def batch(rows: list[dict], n: int, rng: random.Random):
     import torch
 
     mels, ys = [], []
@@ -110,12 +110,12 @@ def batch(rows: list[dict], n: int, rng: random.Random):  # noqa: ANN201
     return torch.stack(mels), torch.stack(ys)
 
 
-def scored(model, mels):  # noqa: ANN001, ANN201
+def scored(model, mels):
     """The model's wave for the scored frames of a batch of crops."""
     return model(mels)[:, CTX_L * 256 : (CTX_L + CROP) * 256]
 
 
-def heldout_loss(model, rows: list[dict]) -> dict[str, float]:  # noqa: ANN001
+def heldout_loss(model, rows: list[dict]) -> dict[str, float]:
     """Loss terms over whole held-out utterances (the edges included)."""
     import torch
 

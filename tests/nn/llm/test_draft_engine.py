@@ -251,7 +251,7 @@ def test_fused_draft_matches_per_op_draft(engine) -> None:
     assert cf.length == cr.length == n + 4
 
 
-def test_an_unreadable_reply_store_names_the_fix(tmp_path) -> None:  # noqa: ANN001
+def test_an_unreadable_reply_store_names_the_fix(tmp_path) -> None:
     import shutil
 
     from voicepipe.nn.llm.draft_model import DraftError

@@ -26,14 +26,14 @@ def engine():
     return load_engine(c.model, c.weights, c.drafter, c.spec_k, max_len=1024)
 
 
-def _reply(eng, ids: list[int], chunk: int = 0) -> tuple[list[int], int]:  # noqa: ANN001
+def _reply(eng, ids: list[int], chunk: int = 0) -> tuple[list[int], int]:
     """Greedy reply tokens; and the model passes the chunked prefill took."""
     passes = sum(1 for _ in eng.feed(ids, chunk)) if chunk else 0
     stop = eng.tokenizer.stop_ids
     return [t for step in eng.decoder().generate(ids, N_NEW, stop) for t in step], passes
 
 
-def _conversation(engine) -> tuple[list[list[int]], list[list[int]]]:  # noqa: ANN001
+def _conversation(engine) -> tuple[list[list[int]], list[list[int]]]:
     """Three turns' prompts and their reference replies: every prompt prefilled in one
     pass on a fresh cache, no prefix cache."""
     msgs = [{"role": "system", "content": fast().llm.system_prompt}]
@@ -51,9 +51,9 @@ def _conversation(engine) -> tuple[list[list[int]], list[list[int]]]:  # noqa: A
     return prompts, replies
 
 
-def test_prefix_cache_and_chunked_prefill_are_token_identical(engine) -> None:  # noqa: ANN001
+def test_prefix_cache_and_chunked_prefill_are_token_identical(engine) -> None:
     from voicepipe.nn.llm.prefix import store_for
-    from voicepipe.stages.llm.stage import system_prefix
+    from voicepipe.stages.llm.engine import system_prefix
 
     prompts, ref = _conversation(engine)
     store_for(engine.model).clear()
@@ -125,7 +125,7 @@ def test_chat_templates_render_earlier_turns_unchanged(name: str) -> None:
     from voicepipe.nn.llm import gguf
     from voicepipe.nn.llm.engine import gguf_path
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
-    from voicepipe.stages.llm.stage import system_prefix
+    from voicepipe.stages.llm.engine import system_prefix
 
     if registry.verify(name, deep=False):
         pytest.skip(f"{name} not pulled (voicepipe models pull {name})")
@@ -143,7 +143,7 @@ def test_chat_templates_render_earlier_turns_unchanged(name: str) -> None:
         assert ids[: len(head)] == head and nxt[: len(held)] == held
 
 
-def test_prompt_passes_on_two_threads_are_bit_identical(engine) -> None:  # noqa: ANN001
+def test_prompt_passes_on_two_threads_are_bit_identical(engine) -> None:
     # llm.prefill_threads: the kernel splits a pass by output rows and heads, so the
     # keys, values and logits of a prompt pass must not depend on the thread count.
     from voicepipe.nn.llm.target import ModelTarget
@@ -163,7 +163,7 @@ def test_prompt_passes_on_two_threads_are_bit_identical(engine) -> None:  # noqa
     assert torch.equal(out[0][1], out[1][1])
 
 
-def test_decode_passes_on_two_threads_are_bit_identical(engine) -> None:  # noqa: ANN001
+def test_decode_passes_on_two_threads_are_bit_identical(engine) -> None:
     # llm.decode_threads: a verify pass run alone may take both cores; its logits, argmax
     # rows and keys/values must not depend on the thread count (greedy stays identical).
     from voicepipe.nn.llm.target import ModelTarget

@@ -112,7 +112,7 @@ def test_fast_generator_is_the_same_function(vocoder, speech):
     # Polyphase form of a transposed conv with another kernel, stride and padding.
     ct = torch.nn.ConvTranspose1d(3, 2, 5, 3, padding=1)
     x = torch.randn(1, 3, 9)
-    y = hifigan._Polyphase(ct)(x[:, :, None, :].contiguous(memory_format=torch.channels_last))
+    y = hifigan.Polyphase(ct)(x[:, :, None, :].contiguous(memory_format=torch.channels_last))
     torch.testing.assert_close(y[:, :, 0], ct(x), atol=1e-5, rtol=1e-5)
 
 

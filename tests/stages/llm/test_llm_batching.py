@@ -13,7 +13,8 @@ import torch
 from tests.profile import fast
 from voicepipe.config import Config
 from voicepipe.frames import Frame, Interrupt, TextChunk, TextDelta, TranscriptFinal
-from voicepipe.stages.llm.stage import LlmStage, engine_for
+from voicepipe.stages.llm.engine import engine_for
+from voicepipe.stages.llm.stage import LlmStage
 
 QUESTIONS = (
     "What is the capital of France?",
@@ -37,7 +38,7 @@ def _batched(cfg: Config) -> Config:
     return dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, batching=True))
 
 
-def _prefilled_pairs(engine):  # noqa: ANN001, ANN202
+def _prefilled_pairs(engine):
     """Two forks per question, each with the question's prompt prefilled: one to score
     alone, one to score in a batch (skips without the fused kernel)."""
     if engine.target.model.fused is None:
@@ -168,14 +169,14 @@ async def test_barge_in_cancels_one_session_inside_a_batch(cfg, engine) -> None:
 class _SpyKernel:
     """The fused kernel, noting the thread count each batched pass asked for."""
 
-    def __init__(self, real) -> None:  # noqa: ANN001
+    def __init__(self, real) -> None:
         self.real, self.threads = real, []
 
-    def forward_batch(self, *args, **kw):  # noqa: ANN002, ANN003, ANN202
+    def forward_batch(self, *args, **kw):
         self.threads.append(args[-1])
         return self.real.forward_batch(*args, **kw)
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         return getattr(self.real, name)
 
 

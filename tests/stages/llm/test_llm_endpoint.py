@@ -65,6 +65,6 @@ async def test_an_item_removed_leaves_the_conversation_and_overrides_last_one_re
     users = [m["content"] for m in stage.messages if m["role"] == "user"]
     assert users == ["Count from one to twenty."]
     assert stage.messages[0]["content"] == cfg.llm.system_prompt  # the override is gone
-    assert stage.max_new_tokens == 5
+    assert stage.conversation.max_new_tokens == 5
     metrics = [f for f in got if f.__class__.__name__ == "MetricsFrame" and f.turn_id == 1]
     assert metrics and metrics[0].values["tokens"] <= 5 + 1  # (+ the stop token); unbounded: ~40

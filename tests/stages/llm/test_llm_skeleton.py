@@ -41,14 +41,14 @@ def test_only_a_hybrid_drafter_gets_them_and_a_bad_schema_costs_only_the_drafts(
 
 def test_a_replys_metrics_count_every_pass_of_its_tool_rounds() -> None:
     from voicepipe.speculative.metrics import SpecMetrics
-    from voicepipe.stages.llm.stage import _all_passes
+    from voicepipe.stages.llm.local import all_passes
 
     call, answer = SpecMetrics(target_passes=8, tokens=21), SpecMetrics(target_passes=10)
-    m = _all_passes([SimpleNamespace(metrics=call), SimpleNamespace(metrics=answer)])
+    m = all_passes([SimpleNamespace(metrics=call), SimpleNamespace(metrics=answer)])
     assert (m["target_passes"], m["tokens"]) == (18, 21)
     # A decoder with other metrics (a test's, a remote model's): its own, as before.
     other = SimpleNamespace(as_dict=lambda: {"x": 1})
-    assert _all_passes([SimpleNamespace(metrics=call), SimpleNamespace(metrics=other)]) == {"x": 1}
+    assert all_passes([SimpleNamespace(metrics=call), SimpleNamespace(metrics=other)]) == {"x": 1}
 
 
 @pytest.mark.slow
@@ -57,7 +57,8 @@ async def test_the_15b_writes_the_same_call_in_fewer_passes() -> None:
     calculator turn with and without skeletons, token for token the same reply."""
     from voicepipe import config
     from voicepipe.frames import TextChunk
-    from voicepipe.stages.llm.stage import LlmStage, engine_for
+    from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.stage import LlmStage
 
     cfg = config.load(None)
     off = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, tool_skeleton=False))

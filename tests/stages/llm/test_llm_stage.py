@@ -24,7 +24,9 @@ from voicepipe.frames import (
     TranscriptFinal,
     TranscriptStable,
 )
-from voicepipe.stages.llm.stage import LlmStage, _Reply, engine_for
+from voicepipe.stages.llm.engine import engine_for
+from voicepipe.stages.llm.reply import Reply
+from voicepipe.stages.llm.stage import LlmStage
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def engine(cfg):
     return engine_for(cfg)
 
 
-def _start(stage: LlmStage, until=None):  # noqa: ANN001, ANN202
+def _start(stage: LlmStage, until=None):
     """Run the stage into a list; (frames out, event set once until(f, got) holds, task)."""
     got: list[Frame] = []
     done = asyncio.Event()
@@ -118,7 +120,7 @@ async def _ttft_attrs(c: Config, questions: tuple[str, ...]) -> list[dict]:
 
 
 async def test_a_new_session_does_not_prefill_the_system_prompt(cfg, engine) -> None:
-    from voicepipe.stages.llm.stage import system_prefix
+    from voicepipe.stages.llm.engine import system_prefix
 
     small = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, max_new_tokens=8))
     qs = ("What is a haiku?", "Write one about rain.")
@@ -144,13 +146,13 @@ async def test_a_cancelled_reply_stops_its_prefill_after_the_current_chunk(cfg, 
     eng = engine.fork()
     stage = LlmStage(chunked, eng)
     long_text = " ".join(f"Item {i} of the list is a red box." for i in range(60))
-    ids = stage._prompt(long_text)
+    ids = stage.backend.prompt(long_text)
     loop = asyncio.get_running_loop()
     two = asyncio.Event()
     calls = 0
-    step = stage._step
+    step = stage.backend.step
 
-    def counted(gen):  # noqa: ANN001, ANN202
+    def counted(gen):
         nonlocal calls
         out = step(gen)
         calls += 1
@@ -158,14 +160,14 @@ async def test_a_cancelled_reply_stops_its_prefill_after_the_current_chunk(cfg, 
             loop.call_soon_threadsafe(two.set)
         return out
 
-    stage._step = counted
+    stage.backend.step = counted
     p0 = eng.target.prefilled
     task = asyncio.create_task(stage.reply(1, long_text))
     await two.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    with stage._lock:  # a chunk already in its worker thread finishes first
+    with stage.backend.lock:  # a chunk already in its worker thread finishes first
         fed = eng.target.prefilled - p0
         held = eng.target.fed == ids[: eng.target.length]
     # Whole chunks only, far from the whole prompt: the prefill stopped between thread hops.
@@ -204,7 +206,9 @@ async def test_interrupt_stops_generation_at_once(cfg, engine) -> None:
 
 async def test_set_heard_rewrites_a_cut_off_reply(cfg) -> None:
     stage = LlmStage(cfg, engine=object())  # no model needed: conversation bookkeeping only
-    stage._remember(_Reply(3, "hi", 0, spoken=["Hello there,", "how are you today?"]))
+    stage.conversation.remember(
+        Reply(3, "hi", 0, stage.push, spoken=["Hello there,", "how are you today?"])
+    )
     assert stage.set_heard(3, "Hello there,")
     assert stage.messages[-1] == {"role": "assistant", "content": "Hello there,"}
     assert not stage.set_heard(4, "nothing")
@@ -224,10 +228,16 @@ async def test_set_heard_finds_its_turn_after_old_turns_were_dropped(cfg) -> Non
     engine = SimpleNamespace(target=SimpleNamespace(max_len=120), tokenizer=_WordTokenizer())
     stage = LlmStage(small, engine)  # budget: 104 prompt tokens, about three turns
     for turn in range(1, 6):
-        stage._remember(
-            _Reply(turn, f"question number {turn} " * 3, 0, spoken=[f"answer number {turn} " * 3])
+        stage.conversation.remember(
+            Reply(
+                turn,
+                f"question number {turn} " * 3,
+                0,
+                stage.push,
+                spoken=[f"answer number {turn} " * 3],
+            )
         )
-        stage._prompt("and another one?")
+        stage.backend.prompt("and another one?")
     kept = [m["content"] for m in stage.messages if m["role"] == "assistant"]
     assert 0 < len(kept) < 5
     roles = [m["role"] for m in stage.messages]
@@ -257,12 +267,12 @@ def _reply(got: list[Frame], turn: int) -> tuple[str, list[str]]:
     return deltas, chunks
 
 
-def _last_chunk(turn: int):  # noqa: ANN202
+def _last_chunk(turn: int):
     return lambda f, got: isinstance(f, TextChunk) and f.last and f.turn_id == turn
 
 
 def _holds(stage: LlmStage, kind: type) -> bool:
-    r = stage._tentative
+    r = stage.preempter.tentative
     return r is not None and r.held is not None and any(isinstance(f, kind) for f in r.held)
 
 
@@ -303,7 +313,7 @@ async def test_preempted_reply_is_held_until_the_final_agrees_then_identical(
         {"role": "user", "content": q},
         {"role": "assistant", "content": " ".join(_reply(ref, 1)[1]).strip()},
     ]
-    assert (stage.preempt.kept, stage.preempt.cancelled) == (1, 0)
+    assert (stage.preempter.policy.kept, stage.preempter.policy.cancelled) == (1, 0)
 
 
 async def test_a_differing_final_cancels_the_tentative_reply_cleanly(cfg, cfg_off, engine) -> None:
@@ -330,7 +340,7 @@ async def test_a_differing_final_cancels_the_tentative_reply_cleanly(cfg, cfg_of
         final,
         " ".join(_reply(ref, 1)[1]).strip(),
     ]
-    assert (stage.preempt.kept, stage.preempt.cancelled) == (0, 1)
+    assert (stage.preempter.policy.kept, stage.preempter.policy.cancelled) == (0, 1)
 
 
 async def test_speech_resumed_or_a_barge_in_drop_the_tentative_reply(cfg, engine) -> None:
@@ -338,18 +348,18 @@ async def test_speech_resumed_or_a_barge_in_drop_the_tentative_reply(cfg, engine
     got, _, task = _start(stage)
     await stage.put(TranscriptStable(turn_id=1, text="Tell me"))
     await _until(lambda: _holds(stage, TextDelta))
-    r = stage._tentative
+    r = stage.preempter.tentative
     await stage.put(SpeechResumed(turn_id=1))
-    await _until(lambda: stage._tentative is None and r.task.done())
+    await _until(lambda: stage.preempter.tentative is None and r.task.done())
     await stage.put(TranscriptStable(turn_id=1, text="Tell me a joke"))
     await _until(lambda: _holds(stage, TextDelta))
-    r = stage._tentative
+    r = stage.preempter.tentative
     await stage.put(Interrupt(turn_id=2))  # the user started a new turn before the final
-    await _until(lambda: stage._tentative is None and r.task.done())
+    await _until(lambda: stage.preempter.tentative is None and r.task.done())
     await _end(stage, task)
     assert not any(isinstance(f, (TextDelta, TextChunk, SpanFrame)) for f in got)
     assert [m["role"] for m in stage.messages] == ["system"]  # nothing was committed
-    assert (stage.preempt.kept, stage.preempt.cancelled) == (0, 2)
+    assert (stage.preempter.policy.kept, stage.preempter.policy.cancelled) == (0, 2)
     outcomes = [f.values for f in got if isinstance(f, MetricsFrame) and f.source == "preempt"]
     assert outcomes == [{"cancelled": 1}, {"cancelled": 1}]
 
@@ -359,7 +369,7 @@ class _BrokenDecoder:
 
     metrics = SimpleNamespace(as_dict=lambda: {})
 
-    def generate(self, ids, max_new, stop):  # noqa: ANN001, ANN201
+    def generate(self, ids, max_new, stop):
         raise RuntimeError("model failed")
         yield
 
@@ -373,9 +383,11 @@ async def test_a_failed_tentative_reply_that_is_cancelled_does_not_end_the_sessi
     stage = LlmStage(cfg, engine)
     got, _, task = _start(stage)
     await stage.put(TranscriptStable(turn_id=1, text="Hello"))
-    await _until(lambda: stage._tentative is not None and stage._tentative.task.done())
+    await _until(
+        lambda: stage.preempter.tentative is not None and stage.preempter.tentative.task.done()
+    )
     await stage.put(SpeechResumed(turn_id=1))  # the failure is logged, the stage goes on
-    await _until(lambda: stage._tentative is None)
+    await _until(lambda: stage.preempter.tentative is None)
     await _end(stage, task, 30)
     assert [f.values for f in got if isinstance(f, MetricsFrame)] == [{"cancelled": 1}]
     assert [m["role"] for m in stage.messages] == ["system"]
@@ -416,7 +428,7 @@ async def test_tools_are_off_cleanly_where_the_template_has_none(cfg, engine) ->
     assert not [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tool"]
 
 
-def test_sessions_fork_one_base_engine(cfg) -> None:  # noqa: ANN001
+def test_sessions_fork_one_base_engine(cfg) -> None:
     """engine_for per session: shared weights and tokenizer, caches of its own (the base
     engine is built once per process, not per client that says hello)."""
     a, b = engine_for(cfg), engine_for(cfg)

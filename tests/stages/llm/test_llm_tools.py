@@ -15,7 +15,8 @@ import pytest
 from voicepipe import config
 from voicepipe.frames import Alert, End, Frame, SpanFrame, TextChunk, TextDelta, TranscriptFinal
 from voicepipe.stage import TurnCounter
-from voicepipe.stages.llm.stage import LlmStage, engine_for, system_prefix
+from voicepipe.stages.llm.engine import engine_for, system_prefix
+from voicepipe.stages.llm.stage import LlmStage
 
 pytestmark = pytest.mark.slow
 MODEL = "qwen2.5-coder-1.5b"
@@ -50,7 +51,7 @@ def test_the_gguf_template_renders_the_tools_and_the_prefix_cache_holds_them(cfg
     # process-wide prefix cache serves it.
     prefix = system_prefix(engine.tokenizer, stage.messages[0]["content"], specs)
     assert engine.tokenizer.decode(prefix, skip_special=False).count('"name": "calculate"') == 1
-    assert stage._prompt("Set a timer for ten minutes.")[: len(prefix)] == prefix
+    assert stage.backend.prompt("Set a timer for ten minutes.")[: len(prefix)] == prefix
 
 
 async def _turn(stage: LlmStage, text: str) -> list[Frame]:
@@ -131,4 +132,4 @@ async def test_tools_off_by_config_render_no_tools(cfg, engine):
     stage = LlmStage(off, engine.fork())
     assert stage.tools is None
     assert stage.messages[0]["content"] == cfg.llm.system_prompt
-    assert "<tools>" not in engine.tokenizer.decode(stage._prompt("Hi."), skip_special=False)
+    assert "<tools>" not in engine.tokenizer.decode(stage.backend.prompt("Hi."), skip_special=False)

@@ -30,7 +30,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from voicepipe.core.text.rules import RULES
+from voicepipe.core.text import rules
 
 PUNCT = frozenset(".,!?;:")
 _STOPS = frozenset(".!?")
@@ -89,6 +89,11 @@ class Normalized:
 def normalize(text: str) -> str:
     """``text`` as speakable English words (see the module docstring)."""
     return normalize_spans(text).text
+
+
+# The rewrite rules, in priority order; a link's words and an address's pieces are read by
+# normalize itself (handed to rules.py rather than imported back from there).
+RULES = rules.build(normalize)
 
 
 def normalize_spans(text: str) -> Normalized:

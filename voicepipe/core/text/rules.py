@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from voicepipe.core.text.numwords import TENS, cardinal, digits, number, ordinal, plural, year
 from voicepipe.core.text.tables import (
@@ -28,6 +29,7 @@ from voicepipe.core.text.tables import (
 )
 
 Handler = Callable[[re.Match[str]], "str | None"]
+Normalize = Callable[[str], str]  # the front-end itself (norm.normalize), for nested text
 
 NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 SIGN = r"(?:(?<![\w.])[-−](?=\d))?"
@@ -63,28 +65,25 @@ def _list_marker(m: re.Match[str]) -> str:
     return " "  # bullets and "a)" are dropped
 
 
-def _link(m: re.Match[str]) -> str:
-    from voicepipe.core.text.norm import normalize
-
+def _link(normalize: Normalize, m: re.Match[str]) -> str:
     return " " + normalize(m.group(1)) + " "
 
 
-def _spell_address(parts: list[str]) -> str:
+def _spell_address(normalize: Normalize, parts: list[str]) -> str:
     """Address pieces joined with "dot" and read by the front-end itself (digits, "_")."""
-    from voicepipe.core.text.norm import normalize
-
     return " " + normalize(" dot ".join(p for p in parts if p).replace("_", " underscore ")) + " "
 
 
-def _url(m: re.Match[str]) -> str:
+def _url(normalize: Normalize, m: re.Match[str]) -> str:
     host = re.sub(r"^(?:https?://)?(?:www\.)?", "", m.group(0), flags=re.I)
     host = re.split(r"[/?#:]", host, maxsplit=1)[0]
-    return _spell_address(host.split("."))
+    return _spell_address(normalize, host.split("."))
 
 
-def _email(m: re.Match[str]) -> str:
+def _email(normalize: Normalize, m: re.Match[str]) -> str:
     user, _, host = m.group(0).partition("@")
-    return f"{_spell_address(user.split('.'))} at {_spell_address(host.split('.'))}"
+    spell = partial(_spell_address, normalize)
+    return f"{spell(user.split('.'))} at {spell(host.split('.'))}"
 
 
 def _ampm(ap: str | None, m: re.Match[str]) -> str:
@@ -244,17 +243,37 @@ def _c(pattern: str, flags: int = 0) -> re.Pattern[str]:
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?:,?[ \t]+(\d{4})(?!\d))?"
 _AMPM = r"(?:\s?([AaPp])\.?[Mm]\b\.?)"
-RULES: list[tuple[re.Pattern[str], Handler]] = [
-    # layout and markup
-    (_c(r"^[ \t]*(?:(\d{1,2})[.)]|[-*+•‣◦▪]|[a-z]\))(?:[ \t]+|$)", re.M), _list_marker),
-    (_c(r"(?<=[:;] )(\d{1,2})[.)](?=\s|$)"), _list_marker),  # "tips: 1. Sleep"
-    (_c(r"^[ \t]*(?:#{1,6}|>)[ \t]+", re.M), lambda m: " "),
-    (_c(r"\[([^\]\n]+)\]\([^)\s]*\)"), _link),
-    (_c(r"\*{1,3}|_{2,3}|`+"), lambda m: " "),
-    # addresses
-    (_c(r"[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"), _email),
-    (_c(r"(?:https?://|www\.)[^\s<>\"'()\[\]]*[^\s<>\"'()\[\].,!?;:]", re.I), _url),
-    (_c(rf"(?<![\w.@])[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{TLDS})(?![\w@])(?:/[\w/.-]*[\w/])?"), _url),
+
+
+def build(normalize: Normalize) -> list[tuple[re.Pattern[str], Handler]]:
+    """The rules; those that read a part of their match as text (a link's words, an
+    address's pieces) read it with ``normalize`` (handed in by norm.py, which imports
+    this module: no import back)."""
+    return [*_markup(normalize), *_RULES]
+
+
+def _markup(normalize: Normalize) -> list[tuple[re.Pattern[str], Handler]]:
+    return [
+        # layout and markup
+        (_c(r"^[ \t]*(?:(\d{1,2})[.)]|[-*+•‣◦▪]|[a-z]\))(?:[ \t]+|$)", re.M), _list_marker),
+        (_c(r"(?<=[:;] )(\d{1,2})[.)](?=\s|$)"), _list_marker),  # "tips: 1. Sleep"
+        (_c(r"^[ \t]*(?:#{1,6}|>)[ \t]+", re.M), lambda m: " "),
+        (_c(r"\[([^\]\n]+)\]\([^)\s]*\)"), partial(_link, normalize)),
+        (_c(r"\*{1,3}|_{2,3}|`+"), lambda m: " "),
+        # addresses
+        (_c(r"[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"), partial(_email, normalize)),
+        (
+            _c(r"(?:https?://|www\.)[^\s<>\"'()\[\]]*[^\s<>\"'()\[\].,!?;:]", re.I),
+            partial(_url, normalize),
+        ),
+        (
+            _c(rf"(?<![\w.@])[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{TLDS})(?![\w@])(?:/[\w/.-]*[\w/])?"),
+            partial(_url, normalize),
+        ),
+    ]
+
+
+_RULES: list[tuple[re.Pattern[str], Handler]] = [
     # abbreviations (before numbers: "No. 5")
     (_c(rf"(?<![\w.])({_alt(TITLES)})\.?(?=[ \t]+[A-Z])"), lambda m: TITLES[m.group(1)]),
     (_c(rf"(?<![\w.])(?:{_alt(ABBREV)})(?![\w])"), lambda m: f" {ABBREV[m.group(0)]} "),

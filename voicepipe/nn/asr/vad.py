@@ -15,6 +15,7 @@ stream in pieces gives the same probabilities as feeding it at once.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def default_model_path() -> Path:
 class SileroVad:
     """One stream's VAD. Not thread-safe; make one per stream (the ONNX session is shared)."""
 
-    _sessions: dict[tuple[str, int], object] = {}
+    _sessions: dict[tuple[str, int], Any] = {}  # onnxruntime sessions (no type stubs)
 
     def __init__(self, path: str | Path | None = None, threads: int = 1) -> None:
         self.path = str(path or default_model_path())

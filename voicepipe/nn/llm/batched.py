@@ -55,7 +55,7 @@ class Pass:
     def prefill(cls, target: ModelTarget, prompt: list[int]) -> Pass:
         """``target.prefill(prompt)`` as a batch row: what its caches lack of ``prompt`` (at
         least its last token), after reusing what they hold (``ModelTarget._reuse``)."""
-        n = target._reuse(prompt)  # noqa: SLF001 - the same steps as target.prefill
+        n = target._reuse(prompt)
         n = min(n, len(prompt) - 1)
         target.rollback(n)
         return cls(target, prompt[n:], None, prompt)
@@ -65,7 +65,7 @@ def feed_chunks(target: ModelTarget, tokens: list[int], chunk: int) -> Iterator[
     """``ModelTarget.feed`` as batch rows: make the cache hold ``tokens[:-1]``, ``chunk``
     tokens per pass; each ``Pass`` must run (``score_batch``) before the next is taken."""
     end = len(tokens) - 1
-    n = min(target._reuse(tokens), max(end, 0))  # noqa: SLF001 - as target.feed does
+    n = min(target._reuse(tokens), max(end, 0))
     target.rollback(n)
     while n < end:
         m = min(end, n + max(1, chunk))
@@ -158,4 +158,4 @@ def _alone(p: Pass) -> Scores:
     if p.prompt is None:
         return p.target.score(p.tokens, p.parents)
     start = len(p.prompt) - len(p.tokens)
-    return Scores(p.target._run(p.prompt, start, len(p.prompt)).numpy()[None])  # noqa: SLF001
+    return Scores(p.target._run(p.prompt, start, len(p.prompt)).numpy()[None])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import torch
 import torch.nn as nn
@@ -205,7 +206,8 @@ class EagleDraft(nn.Module):
                 f = torch.cat([feats[:, :1], preds[-1][:, :-1].detach().to(feats.dtype)], dim=1)
             x = self._input(f, next_emb)
             mask = unroll_mask(feats.shape[1], s)
-            for i, ly in enumerate(self.layers):
+            # (cast: nn.ModuleList types its items as Module)
+            for i, ly in enumerate(cast("list[Block]", self.layers)):
                 q, k, v = ly.project(x, fc)
                 kv[i].append((k, v))
                 ks = torch.cat([a for a, _ in kv[i]], dim=2)

@@ -27,7 +27,7 @@ from voicepipe.nn.llm import fused, llama
 from voicepipe.nn.llm.draft_model import DraftError, EagleDraft, for_inference, load
 from voicepipe.nn.llm.kv_cache import KVCache
 from voicepipe.nn.llm.qlinear import Linear
-from voicepipe.nn.llm.target import ModelTarget, _common_prefix
+from voicepipe.nn.llm.target import ModelTarget, common_prefix
 from voicepipe.speculative.types import Proposal
 
 DEFAULT_DRAFT = "smollm2-draft"
@@ -253,7 +253,7 @@ class EagleProposer:
             return Proposal(tokens=[])
         m = min(len(self.ctx), len(context))
         # Usually the context extends the last one: one C-level slice compare.
-        same = m if self.ctx[:m] == context[:m] else _common_prefix(self.ctx, context)
+        same = m if self.ctx[:m] == context[:m] else common_prefix(self.ctx, context)
         c = min(max(0, same - 1), self.cache.length, n - 1)
         self.cache.rollback(c)
         f = self.t.feats[c:n]  # (T, dim)

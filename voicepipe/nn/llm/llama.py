@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -203,7 +204,9 @@ def load(
     if packed_cache and weights in packed.PACKED_FORMATS and packed.enabled() and path.is_file():
         cpath = packed.cache_path(path, weights, kernels)
         try:
-            model = packed.load(cpath, weights, max_len, kernels, threads)
+            build = partial(Transformer.from_packed, weights=weights, max_len=max_len,
+                            kernels=kernels, threads=threads)  # fmt: skip
+            model = packed.load(cpath, weights, build)
         except packed.PackedCacheError as e:
             print(f"voicepipe: packed weights {cpath} unusable ({e}); rebuilding them",
                   file=sys.stderr, flush=True)  # fmt: skip

@@ -162,11 +162,12 @@ def _prune(path: Path) -> None:
             pass
 
 
-def load(path: Path, weights: str, max_len: int, kernels: bool, threads: int) -> Transformer | None:
+def load(path: Path, weights: str, build: Callable[..., Transformer]) -> Transformer | None:
     """The model packed in ``path``, its tensors memory-mapped; None if there is no file.
-    PackedCacheError if the file is there but unusable."""
+    PackedCacheError if the file is there but unusable. ``build(args, metadata, state,
+    shapes)`` makes the model of them (``Transformer.from_packed`` with the caller's
+    settings: handed in, since llama.py imports this module)."""
     from voicepipe.nn.llm.gguf import ModelArgs
-    from voicepipe.nn.llm.llama import Transformer
 
     if not path.is_file():
         return None
@@ -180,10 +181,7 @@ def load(path: Path, weights: str, max_len: int, kernels: bool, threads: int) ->
             raise PackedCacheError(f"holds {head['weights']} weights, not {weights}")
         args = ModelArgs(**head["args"])
         os.utime(path)  # in use: _prune keeps it
-        return Transformer.from_packed(
-            args, head["metadata"], obj["state"], head["shapes"], weights, max_len, kernels,
-            threads,
-        )  # fmt: skip
+        return build(args, head["metadata"], obj["state"], head["shapes"])
     except Exception as e:  # truncated / overwritten zip, missing tensor, wrong shapes
         raise PackedCacheError(str(e) or type(e).__name__) from e
 
@@ -192,7 +190,7 @@ class Progress:
     """One stderr line while a model is packed: rewritten in place on a terminal, else
     printed at every quarter (a log file gets five lines, not one per layer)."""
 
-    def __init__(self, what: str, stream=None) -> None:  # noqa: ANN001 (a text stream)
+    def __init__(self, what: str, stream=None) -> None:
         self.what = what
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

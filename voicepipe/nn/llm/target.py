@@ -23,7 +23,7 @@ from voicepipe.speculative.sampling import SamplingParams, draw, probs
 from voicepipe.speculative.types import Proposal, Scores
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: list[int], b: list[int]) -> int:
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
@@ -79,7 +79,7 @@ class ModelTarget:
         """How many leading tokens the cache can hold without a model pass: its common
         prefix with ``tokens``, extended by a longer prefix from the prefix cache (copied in
         here). The cache may still hold positions past that; callers roll back."""
-        n = _common_prefix(self.fed, tokens)
+        n = common_prefix(self.fed, tokens)
         p = None if self.prefixes is None else self.prefixes.longest(tokens, self.feats is not None)
         if p is None or len(p.tokens) <= n:
             return n
@@ -135,7 +135,7 @@ class ModelTarget:
             return 0
         if self.prefixes.get(tokens, self.feats is not None) is not None:
             return 0
-        n = _common_prefix(self.fed, tokens)
+        n = common_prefix(self.fed, tokens)
         if n == len(tokens):
             self.rollback(n)
         else:

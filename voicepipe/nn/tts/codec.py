@@ -309,7 +309,7 @@ class CodecStreamDecoder:
         self.sv.reset()
 
 
-def load_vocoder(name: str):  # noqa: ANN201 - hifigan.Vocoder | istft_stream.IstftRunner
+def load_vocoder(name: str):
     """The vocoder a name (``codec.vocoder``), directory or file holds: HiFi-GAN
     (``hifigan-universal``) or the frame-rate iSTFT vocoder (``vocoder-hibari``)."""
     from voicepipe import registry

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -169,6 +170,8 @@ class DepthLevel(nn.Module):
 
 
 class CodecLM(nn.Module):
+    rope: Tensor  # a buffer (register_buffer below), declared for the type checker
+
     def __init__(self, args: ModelArgs) -> None:
         super().__init__()
         self.args = a = args
@@ -225,13 +228,17 @@ class CodecLM(nn.Module):
             x = blk(x, rope, pos, mask, cache[i] if cache is not None else None)
         return self.norm(x)
 
+    def _depth(self) -> list[DepthLevel]:
+        """The depth levels, typed (nn.ModuleList types its items as Module)."""
+        return cast("list[DepthLevel]", list(self.depth))
+
     def logits0(self, h: Tensor) -> Tensor:
         return self.head0(h)  # (B, S, V)
 
     def depth_logits(self, h: Tensor, codes: Tensor) -> Tensor:
         """Teacher-forced deeper levels: codes (B, S, ≥Q-1) levels 0..Q-2 → (B, S, Q-1, V)."""
         out, z = [], h
-        for q, lvl in enumerate(self.depth):
+        for q, lvl in enumerate(self._depth()):
             z = z + lvl.emb(codes[..., q])
             out.append(lvl(z))
         return torch.stack(out, dim=-2)
@@ -242,7 +249,7 @@ class CodecLM(nn.Module):
     ) -> Tensor:
         """h (N, d), c0 (N,) → (N, Q) codes, deeper levels greedy or sampled given level 0."""
         codes, z = [c0], h
-        for lvl in self.depth:
+        for lvl in self._depth():
             z = z + lvl.emb(codes[-1])
             logits = lvl(z)
             if temperature <= 0:

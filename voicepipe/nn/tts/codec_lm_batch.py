@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from voicepipe.nn.tts.codec_lm import Block, CodecLM, cached_mask
-from voicepipe.nn.tts.codec_lm_decode import CodecLMProposer, CodecLMTarget, _Cached
+from voicepipe.nn.tts.codec_lm_decode import Cached, CodecLMProposer, CodecLMTarget
 from voicepipe.speculative.types import Proposal, Scores
 
 
@@ -95,7 +95,7 @@ def _draft(calls: list[Draft]) -> list[Proposal]:
     return [CodecLMProposer.proposal(d, p) for d, p in zip(drafts, probs, strict=True)]
 
 
-def run_rows(model: CodecLM, items: list[tuple[_Cached, list[int]]]) -> list[torch.Tensor]:
+def run_rows(model: CodecLM, items: list[tuple[Cached, list[int]]]) -> list[torch.Tensor]:
     """``cached.run(wanted)`` for every item (all on ``model``) in one pass: hidden states
     (S_i, d) of each item's new positions."""
     plans = [c.rows(w) for c, w in items]

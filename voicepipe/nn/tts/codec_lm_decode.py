@@ -27,7 +27,7 @@ from voicepipe.nn.tts.phonemes import FrameAlign, align
 from voicepipe.speculative.types import Proposal, Scores
 
 
-class _Cached:
+class Cached:
     """Shared bookkeeping: the cache holds positions 0..len(inputs)-1 built from inputs.
 
     The KV cache belongs to this object (one utterance), not to the model, so any
@@ -71,7 +71,7 @@ class _Cached:
         return h
 
 
-class CodecLMProposer(_Cached):
+class CodecLMProposer(Cached):
     """The small codec LM drafting level-0 codes (sampled at ``temperature``, its
     distributions then given for the exact and relaxed rules)."""
 
@@ -114,7 +114,7 @@ class CodecLMProposer(_Cached):
         return Proposal(tokens=drafts, probs=np.stack(probs) if probs else None)
 
 
-class CodecLMTarget(_Cached):
+class CodecLMTarget(Cached):
     """The codec LM as a speculation target: scores level-0 codes, and gives every
     emitted frame its deeper codebook levels from its own hidden state (``levels``).
     Its cache starts empty: ``prefill`` returns None, and the first step scores the

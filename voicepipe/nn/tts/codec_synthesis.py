@@ -46,8 +46,6 @@ def lm_steps(
     (send None) for ``text``: speculative, or plain per rule "ar". A text whose plan
     exceeds ``max_frames`` is spoken as several passes (``CodecLMTTS.plans``), whose
     blocks follow each other as one utterance."""
-    from voicepipe.nn.tts.codec_tts import codec_stats
-
     total, rule = SpecMetrics(), tts.rule(cfg)
     k = max(1, cfg.spec_k)
     sampling = SamplingParams(temperature=cfg.temperature, seed=cfg.seed)
@@ -93,7 +91,7 @@ def lm_steps(
         stats.update(codec_stats(total))
 
 
-def code_blocks(steps: LmSteps):  # noqa: ANN201 - Iterator[np.ndarray]
+def code_blocks(steps: LmSteps):
     """The code blocks of ``lm_steps``, its calls run one at a time (no batching)."""
     reply: object = None
     while True:
@@ -206,3 +204,15 @@ class Synthesis:
 
     def close(self) -> None:
         self.steps.close()
+
+
+def codec_stats(m: SpecMetrics) -> dict:
+    """The speculation counters of one utterance, in the TTS's own terms (a token is a
+    frame; every drafted code is one step of the draft model)."""
+    d = m.as_dict()
+    return {
+        **d,
+        "frames": m.tokens,
+        "draft_steps": m.drafted,
+        "acceptance_per_position": d["accept_by_pos"],
+    }

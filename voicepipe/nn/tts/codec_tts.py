@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,13 +32,15 @@ from voicepipe.nn.tts.codec_lm_decode import (  # noqa: F401 - re-exported for c
 from voicepipe.nn.tts.codec_synthesis import Synthesis, code_blocks, lm_steps
 from voicepipe.nn.tts.phonemes import FrameAlign, frame_seconds
 from voicepipe.speculative import rules
-from voicepipe.speculative.metrics import SpecMetrics
 from voicepipe.speculative.rules import Rule
 from voicepipe.speculative.sampling import SamplingParams
 
+if TYPE_CHECKING:
+    from voicepipe.nn.tts.codec import MelVQCodec
+
 # [tts] durations: the codec LM's duration predictor, or hibari's own durations.
 DURATION_SOURCES = ("predicted", "teacher")
-_SHARED: dict[tuple, tuple[TTSModels, object]] = {}
+_SHARED: dict[tuple, tuple[TTSModels, MelVQCodec]] = {}
 _SHARED_LOCK = threading.Lock()
 _WARMED: set[tuple] = set()  # (codec, push sizes) whose vocoder shapes ran once
 
@@ -348,15 +351,3 @@ def _now() -> float:
     import time
 
     return time.perf_counter()
-
-
-def codec_stats(m: SpecMetrics) -> dict:
-    """The speculation counters of one utterance, in the TTS's own terms (a token is a
-    frame; every drafted code is one step of the draft model)."""
-    d = m.as_dict()
-    return {
-        **d,
-        "frames": m.tokens,
-        "draft_steps": m.drafted,
-        "acceptance_per_position": d["accept_by_pos"],
-    }

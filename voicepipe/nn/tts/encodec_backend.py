@@ -18,9 +18,11 @@ no normalisation, 32 codebooks × 1024 at 75 frames/s; q codebooks =
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import math
+import operator
 import sys
 import types
 import warnings
@@ -187,8 +189,9 @@ class EncodecCodec:
     def frame_distance(self, codes_a, codes_b) -> torch.Tensor:
         cb = self.codebooks
         a, b = torch.as_tensor(codes_a).long(), torch.as_tensor(codes_b).long()
-        va = sum(cb[lvl][a[..., lvl]] for lvl in range(a.shape[-1]))
-        vb = sum(cb[lvl][b[..., lvl]] for lvl in range(b.shape[-1]))
+        # (reduce, not sum: the same additions in the same order, without sum's int 0)
+        va = functools.reduce(operator.add, (cb[lvl][a[..., lvl]] for lvl in range(a.shape[-1])))
+        vb = functools.reduce(operator.add, (cb[lvl][b[..., lvl]] for lvl in range(b.shape[-1])))
         return (va - vb).square().mean(-1).sqrt()
 
 

@@ -176,7 +176,7 @@ def _conv2d(c: nn.Conv1d, scale: float = 1.0, out_pad: int = 0) -> nn.Conv2d:
     return m
 
 
-class _Polyphase(nn.Module):
+class Polyphase(nn.Module):
     """ConvTranspose1d(k, stride s, padding (k - s) / 2) as one ordinary conv with s · Cout
     outputs (phase-major), then a free reshape: in channels-last memory (L, s · Cout) is
     already (L · s, Cout). oneDNN runs plain convs far faster than transposed ones."""
@@ -225,7 +225,7 @@ class FastGenerator(nn.Module):
         self.nk, self.dtype, self.args = nk, dtype, g.args
         self.conv_pre = _conv2d(g.conv_pre)
         self.ups = nn.ModuleList(
-            _Polyphase(u, 1.0 if i == 0 else 1.0 / nk) for i, u in enumerate(g.ups)
+            Polyphase(u, 1.0 if i == 0 else 1.0 / nk) for i, u in enumerate(g.ups)
         )
         self.blocks = nn.ModuleList(
             nn.ModuleList(

@@ -36,12 +36,13 @@ stream; a stream's state is only its buffers, so sessions share the weights.
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from voicepipe.nn.vocoder.hifigan import LRELU_SLOPE, FastGenerator, _Polyphase
+from voicepipe.nn.vocoder.hifigan import LRELU_SLOPE, FastGenerator, Polyphase
 
 _CL = torch.channels_last
 
@@ -111,7 +112,7 @@ class StreamPlan:
         self.pre = _Conv(gen.conv_pre, *sym(gen.conv_pre), LRELU_SLOPE, pack)
         self.ups: list[tuple[_Conv, int, int]] = []
         for up in gen.ups:
-            assert isinstance(up, _Polyphase)
+            assert isinstance(up, Polyphase)
             lp, rp = up.pads
             self.ups.append((_Conv(up.conv, lp, rp, None, pack), up.s, up.cout))
         self.blocks = [
@@ -119,7 +120,8 @@ class StreamPlan:
                 (_Conv(c1, *sym(c1), LRELU_SLOPE, pack), _Conv(c2, *sym(c2), None, pack))
                 for c1, c2 in blk
             ]
-            for blk in gen.blocks
+            # (ModuleLists of [conv1, conv2] pairs: torch types their items as Module)
+            for blk in cast("list[list[tuple[nn.Conv2d, nn.Conv2d]]]", gen.blocks)
         ]
         self.post = _Conv(gen.conv_post, *sym(gen.conv_post), None, pack)
 

@@ -29,7 +29,7 @@ PAD = (N_FFT - HOP) // 2  # 384 samples of reflect padding on each side
 FRAME_RATE = SAMPLE_RATE / HOP  # 86.13 mel frames per second
 
 
-def hz_to_mel(f: np.ndarray) -> np.ndarray:
+def hz_to_mel(f: np.ndarray | float) -> np.ndarray:
     """Slaney mel scale: linear below 1 kHz (3 mels per 200 Hz), logarithmic above."""
     f = np.asarray(f, dtype=np.float64)
     f_sp = 200.0 / 3

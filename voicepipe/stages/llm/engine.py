@@ -1,6 +1,6 @@
 """The LLM stage's engine: shared weights, a per-session fork, the cached system prefix.
 
-Not a stage: ``voicepipe/stages/llm/stage.py`` uses it (and re-exports ``engine_for``).
+Not a stage: the local token source (stages/llm/local.py) builds its fork with it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ _BASES: dict[tuple, object] = {}  # [llm] settings → the process's base engine
 _BASES_LOCK = threading.Lock()
 
 
-def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
+def engine_for(cfg: Config):
     """A per-session engine over process-wide shared weights."""
     from voicepipe.nn.llm.engine import load_engine
     from voicepipe.speculative.sampling import SamplingParams
@@ -52,7 +52,7 @@ def engine_for(cfg: Config):  # noqa: ANN201 - imports torch lazily
 
 
 def system_prefix(
-    tokenizer,  # noqa: ANN001 (ChatTokenizer)
+    tokenizer,
     system_prompt: str,
     tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
@@ -61,10 +61,10 @@ def system_prefix(
     words. Found as the common prefix of two renders that differ only in those words,
     so a template that renders its turns unusually shares what is really common and no
     more."""
-    from voicepipe.nn.llm.target import _common_prefix
+    from voicepipe.nn.llm.target import common_prefix
 
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     kw = {"tools": tools} if tools else {}
     a = tokenizer.chat_ids([*head, {"role": "user", "content": "Hello."}], **kw)
     b = tokenizer.chat_ids([*head, {"role": "user", "content": "2"}], **kw)
-    return a[: _common_prefix(a, b)]
+    return a[: common_prefix(a, b)]

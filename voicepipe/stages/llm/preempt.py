@@ -1,9 +1,8 @@
 """The LLM stage's replies and preemptive generation (core/turns/preempt.py decides).
 
-``_Reply`` is one reply being generated; ``Preempting`` is the part of
-``LlmStage`` that starts a tentative reply on a ``TranscriptStable``, holds its
-output, and releases (``_commit``) or drops (``_cancel``) it when the final
-transcript comes. Not a stage: a base class of ``voicepipe/stages/llm/stage.py``'s.
+``Preempter`` is what ``LlmStage`` holds to start a tentative reply on a
+``TranscriptStable``, hold its output (stages/llm/reply.py), and release (``commit``) or
+drop (``cancel``) it when the final transcript comes. Not a stage.
 
 Preemptive generation (core/turns/preempt.py, ``turns.preempt``): a
 ``TranscriptStable`` starts a *tentative* reply in a background task while
@@ -24,66 +23,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from voicepipe.clock import now_ns
-from voicepipe.core.text.chunker import Chunker
-from voicepipe.core.tools import Speech
-from voicepipe.core.turns.preempt import Decision
-from voicepipe.frames import Frame, MetricsFrame, SpanFrame, TextChunk, TextDelta, TranscriptStable
-from voicepipe.stage import Stage
+from voicepipe.core.turns.preempt import Decision, Preemption
+from voicepipe.frames import MetricsFrame, SpanFrame, TranscriptStable
+from voicepipe.stages.llm.reply import Push, Reply
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Reply:
-    """One reply being generated; while ``held`` is a list its output waits there."""
+class Preempter:
+    """Tentative replies of one ``LlmStage``: ``policy`` decides (core/turns/preempt.py),
+    this carries it out with the stage's ``generate`` and ``remember``."""
 
-    turn: int
-    text: str  # the user's words it answers
-    request_ns: int
-    preempt: str = "off"  # span attr: off | tentative → kept | cancelled
-    held: list[Frame] | None = None
-    spoken: list[str] = field(default_factory=list)  # chunks handed to the TTS (or held)
-    task: asyncio.Task[None] | None = None
-    cancelled: bool = False
-    remembered: bool = False
-    ahead_ms: float = 0.0  # kept: how long before the final transcript it started
-    first_tok_ns: int = 0
-    tool_msgs: list[dict[str, Any]] = field(default_factory=list)  # calls and results
-    ends_in_call: bool = False  # stopped at calls of tools the client runs
-    committed: asyncio.Event = field(default_factory=asyncio.Event)  # tentative → kept
+    def __init__(
+        self,
+        policy: Preemption,
+        push: Push,
+        generate: Callable[[Reply], Coroutine[Any, Any, None]],
+        remember: Callable[[Reply], None],
+    ) -> None:
+        self.policy = policy
+        self.push = push
+        self.generate = generate
+        self.remember = remember
+        self.tentative: Reply | None = None
 
-    @property
-    def tentative(self) -> bool:
-        return self.preempt == "tentative"
-
-
-class Preempting(Stage):
-    """Tentative replies of ``LlmStage`` (above), and emitting any reply's frames: held
-    while the reply is tentative, pushed otherwise."""
-
-    _tentative: _Reply | None
-
-    def _generate(self, r: _Reply) -> Coroutine[Any, Any, None]:
-        raise NotImplementedError
-
-    def _remember(self, r: _Reply) -> None:
-        raise NotImplementedError
-
-    async def _apply(self, d: Decision, turn: int, stable: TranscriptStable | None = None) -> None:
-        if d.cancel is not None and self._tentative is not None:
-            r, self._tentative = self._tentative, None
-            await self._cancel(r, "preempt")
+    async def apply(self, d: Decision, turn: int, stable: TranscriptStable | None = None) -> None:
+        if d.cancel is not None and self.tentative is not None:
+            r, self.tentative = self.tentative, None
+            await self.cancel(r, "preempt")
         if d.start is not None and stable is not None:
-            r = _Reply(turn, d.start, stable.t_ns, preempt="tentative", held=[])
-            r.task = asyncio.create_task(self._generate(r), name=f"llm:tentative:{turn}")
-            self._tentative = r
+            r = Reply(turn, d.start, stable.t_ns, self.push, preempt="tentative", held=[])
+            r.task = asyncio.create_task(self.generate(r), name=f"llm:tentative:{turn}")
+            self.tentative = r
 
-    async def _cancel(self, r: _Reply, reason: str) -> None:
+    async def cancel(self, r: Reply, reason: str) -> None:
         r.cancelled = True
         r.held = None
         task = r.task
@@ -95,7 +72,7 @@ class Preempting(Stage):
                 log.warning("tentative reply failed: %r", task.exception())
         await self.push(MetricsFrame(turn_id=r.turn, source="preempt", values={"cancelled": 1}))
 
-    async def _commit(self, r: _Reply, final_ns: int) -> None:
+    async def commit(self, r: Reply, final_ns: int) -> None:
         """The final agreed: release what the tentative reply held, in order, at once."""
         r.preempt = "kept"
         r.committed.set()  # its tool calls may run now
@@ -117,38 +94,4 @@ class Preempting(Stage):
         r.held = None
         assert r.task is not None
         if r.task.done():
-            self._remember(r)
-
-    async def _emit(self, r: _Reply, frame: Frame) -> None:
-        if r.cancelled:
-            return
-        if r.held is not None:
-            r.held.append(frame)
-        else:
-            await self.push(frame)
-
-    async def _span(self, r: _Reply, name: str, start_ns: int, end_ns: int, **attrs) -> None:
-        attrs["preempt"] = r.preempt
-        if r.preempt == "kept":
-            attrs["ahead_ms"] = r.ahead_ms
-        await self._emit(
-            r, SpanFrame(turn_id=r.turn, name=name, start_ns=start_ns, end_ns=end_ns, attrs=attrs)
-        )
-
-    async def _say(
-        self, r: _Reply, chunker: Chunker, events: list[Any], said: list[str], calls: list[Any]
-    ) -> None:
-        """Speech events go to the client and the chunker (spoken); calls are collected."""
-        for ev in events:
-            if not isinstance(ev, Speech):
-                calls.append(ev)
-                continue
-            said.append(ev.text)
-            await self._emit(r, TextDelta(turn_id=r.turn, text=ev.text))
-            for chunk in chunker.push(ev.text):
-                if not r.spoken:
-                    await self._span(
-                        r, "llm.first_chunk", r.first_tok_ns, now_ns(), chars=len(chunk)
-                    )
-                r.spoken.append(chunk)
-                await self._emit(r, TextChunk(turn_id=r.turn, text=chunk))
+            self.remember(r)

@@ -6,7 +6,8 @@
     model = "smollm2-135m"                   # the server's model name
     api_key = ""                             # empty: $OPENAI_API_KEY, else none
 
-Everything but the token source is the LLM stage's (stages/llm/stage.py): the
+``RemoteEngine`` is the token source an ``LlmStage`` holds in place of its local
+engine (stages/llm/local.py); everything else is the stage's (stages/llm/stage.py): the
 conversation and what is remembered of a cut-off reply, preemptive replies,
 the clause chunker feeding the TTS, barge-in (the base Stage cancels the reply
 task; cancelling the stream closes the HTTP response, and the server stops
@@ -26,10 +27,9 @@ from typing import Any
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.text.chunker import Chunker
-from voicepipe.frames import MetricsFrame, TextChunk, TextDelta
-from voicepipe.stage import TurnCounter
-from voicepipe.stages.llm.preempt import _Reply
-from voicepipe.stages.llm.stage import LlmStage
+from voicepipe.stages.llm.context import Conversation
+from voicepipe.stages.llm.reply import Reply
+from voicepipe.stages.llm.tools import SessionTools
 
 BACKENDS = ("local", "openai")
 TIMEOUT_S = 30.0  # connect/read bound per request (a voice reply cannot wait longer anyway)
@@ -46,15 +46,6 @@ def _api_key(cfg: Config) -> str:
 
 def _unreachable(cfg: Config, e: Exception) -> LlmBackendError:
     return LlmBackendError(f"the LLM server at {cfg.llm.base_url} cannot be reached: {e}")
-
-
-def llm_stage(cfg: Config, turns: TurnCounter | None = None) -> LlmStage:
-    """The LLM stage ``llm.backend`` asks for (``turns``: shared with the ASR stage)."""
-    if cfg.llm.backend == "local":
-        return LlmStage(cfg, turns=turns)
-    if cfg.llm.backend == "openai":
-        return RemoteLlmStage(cfg, turns)
-    raise LlmBackendError(f"unknown llm.backend {cfg.llm.backend!r} (one of {', '.join(BACKENDS)})")
 
 
 def check(cfg: Config) -> None:
@@ -88,19 +79,26 @@ def check(cfg: Config) -> None:
         client.close()
 
 
-class RemoteLlmStage(LlmStage):
-    def __init__(self, cfg: Config, turns: TurnCounter | None = None) -> None:
+class RemoteEngine:
+    """An OpenAI-compatible server as the stage's token source (no model in this process,
+    no tools: the remote template's tools are not ours to render)."""
+
+    engine = None  # (the local engine's place: nothing loaded here)
+
+    def __init__(self, cfg: Config, conv: Conversation, tools: SessionTools) -> None:
         import openai
 
-        client = openai.AsyncOpenAI(
+        self.cfg = cfg
+        self.conv = conv
+        self.client = openai.AsyncOpenAI(
             base_url=cfg.llm.base_url, api_key=_api_key(cfg), timeout=TIMEOUT_S, max_retries=0
         )
-        # no local engine is loaded in start()
-        super().__init__(cfg, engine=client, turns=turns)
-        self.client = client
+        tools.setup(None, conv)  # tools off, the plain system prompt
+
+    async def start(self) -> None:
+        pass  # the server was checked at start-up (``check``); nothing to load per session
 
     async def stop(self) -> None:
-        await super().stop()
         await self.client.close()
 
     async def _open(self, user_text: str) -> Any:
@@ -110,14 +108,13 @@ class RemoteLlmStage(LlmStage):
         c = self.cfg.llm
         while True:
             try:
-                user = [{"role": "user", "content": user_text}] if user_text else []
-                messages: Any = [*self.messages, *user]
+                messages: Any = self.conv.with_user(user_text)
                 return await self.client.chat.completions.create(
                     model=c.model,
                     messages=messages,
                     stream=True,
                     stream_options={"include_usage": True},
-                    max_tokens=self.max_new_tokens,
+                    max_tokens=self.conv.max_new_tokens,
                     temperature=c.temperature,
                     top_p=c.top_p,
                     seed=c.seed,
@@ -125,22 +122,11 @@ class RemoteLlmStage(LlmStage):
             except openai.APIConnectionError as e:
                 raise _unreachable(self.cfg, e) from None
             except openai.BadRequestError as e:
-                if e.code != "context_length_exceeded" or not self._forget_oldest_turn():
+                if e.code != "context_length_exceeded" or not self.conv.forget_oldest_turn():
                     raise
 
-    def _forget_oldest_turn(self) -> bool:
-        """Drop the oldest question with its answer (never the system prompt)."""
-        first = 1 if self.messages and self.messages[0]["role"] == "system" else 0
-        users = [i for i, m in enumerate(self.messages) if i >= first and m["role"] == "user"]
-        if not users:
-            return False
-        del self.messages[first : users[1] if len(users) > 1 else len(self.messages)]
-        return True
-
-    async def _generate(self, r: _Reply) -> None:
-        turn = r.turn
+    async def generate(self, r: Reply) -> None:
         chunker = Chunker()
-        spoken = r.spoken
         first_ns = last_ns = 0
         deltas = 0
         usage: Any = None
@@ -157,52 +143,30 @@ class RemoteLlmStage(LlmStage):
                     t = now_ns()
                     deltas += 1
                     if not first_ns:
-                        first_ns = t
-                        await self._span(r, "llm.ttft", r.request_ns, t, backend="openai")
+                        first_ns = r.first_tok_ns = t
+                        await r.span("llm.ttft", r.request_ns, t, backend="openai")
                     last_ns = t
-                    await self._emit(r, TextDelta(turn_id=turn, text=delta))
-                    for piece in chunker.push(delta):
-                        if not spoken:
-                            await self._span(
-                                r, "llm.first_chunk", first_ns, now_ns(), chars=len(piece)
-                            )
-                        spoken.append(piece)
-                        await self._emit(r, TextChunk(turn_id=turn, text=piece))
+                    await r.say(chunker, delta)
             finally:
                 await stream.close()  # cancelled (barge-in): the server stops generating
-            rest = chunker.flush()
-            if rest:
-                if not spoken:
-                    await self._span(r, "llm.first_chunk", first_ns, now_ns(), chars=len(rest))
-                spoken.append(rest)
-            await self._emit(r, TextChunk(turn_id=turn, text=rest or "", last=True))
+            await r.end(chunker)
         finally:
-            if not r.tentative and not r.cancelled:
-                self._remember(r)
             n_tokens = usage.completion_tokens if usage is not None else deltas
-            await self._finish(r, n_tokens, first_ns, last_ns, extra)
+            r.metrics, r.tpot = _metrics(n_tokens, first_ns, last_ns, extra)
 
-    async def _finish(
-        self, r: _Reply, n_tokens: int, first_ns: int, last_ns: int, extra: dict[str, Any]
-    ) -> None:
-        """The reply's tpot span and metrics (a remote voicepipe adds its speculation)."""
-        m: dict[str, Any] = {}
-        spec = extra.get("speculation")
-        if isinstance(spec, dict):
-            m.update({k: v for k, v in spec.items() if isinstance(v, (int, float))})
-        m["tokens"] = n_tokens  # the reply's (the decoder's count includes its stop token)
-        if n_tokens > 1 and last_ns > first_ns:
-            m["tpot_ms"] = round((last_ns - first_ns) / 1e6 / (n_tokens - 1), 3)
-        m["interrupted"] = int(self.current_turn > r.turn or r.cancelled)
-        if not r.cancelled:
-            self.last_metrics = m
-        if self.current_turn > r.turn or r.cancelled:
-            return
-        if n_tokens > 1 and last_ns > first_ns:
-            mean_ns = (last_ns - first_ns) // (n_tokens - 1)
-            await self._span(
-                r, "llm.tpot", last_ns - mean_ns, last_ns, tokens=n_tokens,
-                decode_ms=round((last_ns - first_ns) / 1e6, 3),
-            )  # fmt: skip
-        values = {k: v for k, v in m.items() if isinstance(v, (int, float))}
-        await self._emit(r, MetricsFrame(turn_id=r.turn, source="llm", values=values))
+
+def _metrics(
+    n_tokens: int, first_ns: int, last_ns: int, extra: dict[str, Any]
+) -> tuple[dict[str, Any], tuple[int, int, dict[str, Any]] | None]:
+    """The reply's metrics and llm.tpot span (a remote voicepipe adds its speculation)."""
+    m: dict[str, Any] = {}
+    spec = extra.get("speculation")
+    if isinstance(spec, dict):
+        m.update({k: v for k, v in spec.items() if isinstance(v, (int, float))})
+    m["tokens"] = n_tokens  # the reply's (the decoder's count includes its stop token)
+    if n_tokens <= 1 or last_ns <= first_ns:
+        return m, None
+    m["tpot_ms"] = round((last_ns - first_ns) / 1e6 / (n_tokens - 1), 3)
+    mean_ns = (last_ns - first_ns) // (n_tokens - 1)
+    attrs = {"tokens": n_tokens, "decode_ms": round((last_ns - first_ns) / 1e6, 3)}
+    return m, (last_ns - mean_ns, last_ns, attrs)

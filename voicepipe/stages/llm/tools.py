@@ -1,8 +1,8 @@
 """The LLM stage's tool round trip: which tools a session has, running calls, alerts.
 
-Not a stage (stages never import each other): the async shell around
-``voicepipe/tools.py`` (the tools) and ``voicepipe/core/tools.py`` (the call
-format) that ``voicepipe/stages/llm/stage.py`` uses. Tools are on when ``[tools]
+Not a stage: the async shell around ``voicepipe/tools.py`` (the tools) and
+``voicepipe/core/tools.py`` (the call format); ``LlmStage`` holds a ``SessionTools``
+and its local engine (stages/llm/local.py) runs the rounds. Tools are on when ``[tools]
 enabled`` and the model's chat template renders tools (``ChatTokenizer.
 supports_tools``); otherwise the stage runs exactly as without this module.
 
@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicepipe.config import Config
-from voicepipe.core.tools import OPEN, ToolCall
-from voicepipe.frames import Alert
+from voicepipe.core.tools import OPEN, BadCall, ToolCall
+from voicepipe.frames import Alert, ToolCallOut
 from voicepipe.speculative import skeleton
 from voicepipe.speculative.drafter import Tunings
 from voicepipe.speculative.hybrid import HybridProposer
+from voicepipe.stages.llm.context import Conversation
+from voicepipe.stages.llm.reply import Reply
 from voicepipe.tools import Toolbox
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,62 @@ class Alerts:
         self._handles.clear()
         for t in self._tasks:
             t.cancel()
+
+
+class SessionTools:
+    """One session's tools: the toolbox (None: off) and the timers its calls set."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        deliver: Callable[[Alert], Coroutine[Any, Any, None]],
+        turn: Callable[[], int],
+    ) -> None:
+        self.cfg = cfg
+        self.box: Toolbox | None = None
+        self._deliver = deliver  # the stage's inbox: an alert is spoken after the reply
+        self._turn = turn
+        self._alerts: Alerts | None = None
+
+    def setup(self, tokenizer: Any, conv: Conversation) -> None:
+        """Tools on or off for this engine's tokenizer (None: a remote model, off), and the
+        conversation's tools block and system prompt to match."""
+        self.box = active_tools(self.cfg, tokenizer) if tokenizer is not None else None
+        conv.set_tools(
+            self.box.specs() if self.box else [], getattr(tokenizer, "supports_tools", False)
+        )
+        conv.set_system(system_prompt(self.cfg, self.box))
+
+    def context(self) -> Alerts:
+        """The calls' ToolContext, on the running event loop."""
+        if self._alerts is None or self._alerts.loop is not asyncio.get_running_loop():
+            # (``voicepipe chat`` runs each turn in its own event loop)
+            self._alerts = Alerts(asyncio.get_running_loop(), self._deliver, self._turn)
+        return self._alerts
+
+    def close(self) -> None:
+        if self._alerts is not None:
+            self._alerts.cancel_all()  # a session's timers end with it
+
+
+async def client_calls(
+    r: Reply, calls: list[ToolCall | BadCall], said: str, names: frozenset[str]
+) -> bool:
+    """Calls of client tools (``names``) end the reply: each goes out as a ``ToolCallOut``
+    and the conversation keeps the call message (built-in calls of the same round are
+    dropped: the model sees them again, if it still wants them, after the client's
+    results)."""
+    mine = [c for c in calls if isinstance(c, ToolCall) and c.name in names]
+    if not mine:
+        return False
+    r.ends_in_call = True
+    r.tool_msgs.append(
+        {"role": "assistant", "content": said, "tool_calls": [c.for_template() for c in mine]}
+    )
+    for c in mine:
+        args = json.dumps(c.arguments, ensure_ascii=False)
+        await r.emit(ToolCallOut(turn_id=r.turn, name=c.name, arguments=args))
+    return True
 
 
 @dataclass

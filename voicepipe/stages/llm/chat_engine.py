@@ -60,7 +60,7 @@ class ChatEngine:
     async def _load(self) -> Any:
         async with self._load_lock:
             if self._engine is None:
-                from voicepipe.stages.llm.stage import engine_for
+                from voicepipe.stages.llm.engine import engine_for
 
                 self._engine = await asyncio.to_thread(engine_for, self.cfg)
         return self._engine
