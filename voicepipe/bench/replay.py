@@ -97,6 +97,13 @@ def _draft_step_cost(eng, ids: list[int], n: int = 30) -> float:
     """One EAGLE draft step right after a target decode, in one-row decodes (best of n each)."""
     import torch
 
+    with torch.inference_mode():  # the per-op draft (no fused kernel) builds autograd-free
+        return _timed_steps(eng, ids, n)
+
+
+def _timed_steps(eng, ids: list[int], n: int) -> float:
+    import torch
+
     from voicepipe.nn.llm import llama
 
     fork = eng.fork()
