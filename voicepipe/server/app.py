@@ -79,6 +79,9 @@ class Server:
         self._no_sessions = asyncio.Event()  # set while no connection is open
         self._no_sessions.set()
         self._closing = False
+        # The pipeline's models are in memory: a session can start now (until then, /readyz
+        # and every session endpoint answer 503 "loading" with Retry-After).
+        self.loaded = False
         self._uvicorn: uvicorn.Server | None = None
         self._stopping: uvicorn.Server | None = None  # while close() runs
         self._ticker: asyncio.Task[None] | None = None
@@ -93,13 +96,33 @@ class Server:
     def ws_url(self) -> str:
         return f"ws://{self.host}:{self.port}{static.WS_PATH}"
 
-    async def start(self) -> None:
+    async def load(self) -> None:
+        """The pipeline's models into memory (seconds; a minute for a model packed for the
+        first time); then ``readiness()`` can say yes."""
         t0 = time.monotonic()
         from voicepipe.nn.threads import BUDGET
 
         BUDGET.adaptive = self.cfg.server.adaptive_threads
         await asyncio.to_thread(pipelines.preload, self.pipeline_name, self.cfg)
+        self.loaded = True
         log.info("pipeline %s ready in %.1f s", self.pipeline_name, time.monotonic() - t0)
+
+    def readiness(self) -> str | None:
+        """Why a new session cannot be served now, or None when it can: "loading" (the
+        models are not in memory yet), "draining" (shutting down), "full" (server.max_sessions
+        sessions open)."""
+        if not self.loaded:
+            return "loading"
+        if self._closing:
+            return "draining"
+        if self.admission.sessions >= self.admission.limits.max_sessions:
+            return "full"
+        return None
+
+    async def start(self) -> None:
+        """Listen, then load the models: while they load the port answers /healthz (200)
+        and /readyz (503 "loading"), and a session gets 503 with Retry-After. Returns
+        once sessions can be served."""
         sockets = _bind(self.host, self.port)  # OSError here: the CLI says "cannot listen"
         self.port = sockets[0].getsockname()[1]
         self.own_hosts = OwnHosts(self.host, self.port)
@@ -109,7 +132,7 @@ class Server:
             self.app,
             http=http,
             ws=ws,
-            lifespan="off",  # models are preloaded above, not in an ASGI lifespan
+            lifespan="off",  # models are loaded by start() below, not in an ASGI lifespan
             ws_max_size=c.max_message_bytes,  # refused from the frame header: 1009
             ws_per_message_deflate=False,  # PCM barely deflates; the CPU is better spent on models
             ws_ping_interval=PING_INTERVAL_S,
@@ -137,7 +160,10 @@ class Server:
         # of its own: `voicepipe serve` owns SIGINT/SIGTERM).
         self._ticker = asyncio.create_task(server.main_loop(), name="uvicorn-tick")
         log.info(
-            "serving %s (pipeline %s, web root %s)", self.url, self.pipeline_name, self.web_root
+            "listening on %s (pipeline %s, web root %s); loading its models",
+            self.url,
+            self.pipeline_name,
+            self.web_root,
         )
         if not is_loopback(self.host) and not self.cfg.server.auth_token:
             log.warning(
@@ -146,6 +172,11 @@ class Server:
                 '"Origins and auth")',
                 self.host,
             )
+        try:
+            await self.load()
+        except BaseException:  # a model that cannot load: no half-started server left behind
+            await self.close(0)
+            raise
 
     async def serve_forever(self, stop: asyncio.Event) -> None:
         await stop.wait()
