@@ -243,6 +243,9 @@ class JitterConfig:
 @dataclass(frozen=True)
 class TraceConfig:
     file: str = ""
+    # OpenTelemetry: an OTLP/HTTP collector ("http://127.0.0.1:4318", or a full URL ending
+    # in /v1/traces) that gets one trace per turn (voicepipe/otel.py); empty: no export.
+    otlp_endpoint: str = ""
 
 
 @dataclass(frozen=True)

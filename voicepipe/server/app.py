@@ -21,6 +21,7 @@ import logging
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -35,7 +36,11 @@ from voicepipe.server.metrics import ServerMetrics
 from voicepipe.server.openai_api import OpenAIApi
 from voicepipe.server.session import Session
 from voicepipe.server.transport import MessageTransport
+from voicepipe.server.turnlog import TurnLog
 from voicepipe.tracing import Tracer
+
+if TYPE_CHECKING:
+    from voicepipe.otel import TurnExporter
 
 log = logging.getLogger(__name__)
 PING_INTERVAL_S = 20.0  # keepalive pings (and their pong deadline), as websockets' default
@@ -60,6 +65,7 @@ class Server:
         self.host = host if host is not None else cfg.server.host
         self.port = port if port is not None else cfg.server.port
         self.tracer = Tracer(trace or cfg.trace.file or None)
+        self.turns = TurnLog(self.pipeline_name, _models(cfg), _exporter(cfg, session_prefix))
         self.web_root = static.web_root(cfg.server.web_root)
         self.sessions: set[Session] = set()  # every open connection, admitted or pending
         self.metrics = ServerMetrics()
@@ -200,6 +206,12 @@ class Server:
         await server.shutdown()  # plain HTTP connections: idle ones closed, busy ones bounded
         self._stopping = None
         self.tracer.save()
+        await asyncio.to_thread(self.flush_exports)  # blocking HTTP, bounded by its timeout
+
+    def flush_exports(self) -> None:
+        """The turns' traces still queued go to the collector (bounded by its timeout)."""
+        if self.turns.exporter is not None:
+            self.turns.exporter.shutdown()
 
     async def drain(self, drain_s: float | None = None) -> None:
         """No new sessions; those with a reply in flight finish it (at most ``drain_s``),
@@ -236,6 +248,7 @@ class Server:
         if refusal is None:
             self.metrics.sessions.inc()
             self.metrics.active.inc()
+            self.turns.session_started(session.id, session.endpoint, session.ticket.address)
         return refusal
 
     # ------------------------------------------------------------------ HTTP
@@ -292,8 +305,10 @@ class Server:
             if transport.close_code is not None:
                 code, reason = transport.close_code, transport.close_reason
             self.metrics.closes.labels(str(code)).inc()
-            if session.admitted or code != P.CLOSE_NORMAL:
-                log.info("session %s closed: %s %s", session.id, code, reason)
+            if session.admitted:
+                self.turns.session_ended(session.id, code, reason, session.age_s)
+            elif code != P.CLOSE_NORMAL:
+                log.info("connection %s closed before its hello: %s %s", session.id, code, reason)
             admitted = session.admitted
             del session
             # Never a session: no pipeline ran, no spans, next to nothing to free. A churn
@@ -311,6 +326,25 @@ class Server:
         # What the session freed sits in glibc's per-thread arenas: give it back.
         await asyncio.to_thread(memory.release_free_memory)
         self.metrics.trims.inc()
+
+
+def _models(cfg: Config) -> dict[str, str]:
+    """The models a turn runs through, as its trace's attributes say."""
+    return {
+        "asr": cfg.asr.model,
+        "llm": cfg.llm.model,
+        "tts": f"{cfg.tts.backend}:{cfg.codec.model}",
+        "vocoder": cfg.codec.vocoder,
+    }
+
+
+def _exporter(cfg: Config, session_prefix: str) -> TurnExporter | None:
+    if not cfg.trace.otlp_endpoint:
+        return None
+    from voicepipe.otel import TurnExporter
+
+    replica = {"service.instance.id": session_prefix.rstrip("-")} if session_prefix else {}
+    return TurnExporter(cfg.trace.otlp_endpoint, resource=replica)
 
 
 def _bind(host: str, port: int) -> list[socket.socket]:

@@ -195,6 +195,7 @@ class VoiceReplica:
         self._watcher.cancel()
         await self._drain()
         self.server.tracer.save()
+        await asyncio.to_thread(self.server.flush_exports)
 
     def info(self) -> dict[str, Any]:
         """Which replica, process and sessions (for tests and operators, via a handle)."""
