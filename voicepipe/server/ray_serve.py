@@ -132,9 +132,11 @@ class VoiceReplica:
 
     # Serve awaits an async constructor (mypy wants __init__ to return None).
     async def __init__(  # type: ignore[misc]
-        self, cfg: Config, pipeline: str, host: str, port: int
+        self, cfg: Config, pipeline: str, host: str, port: int, log_format: str = "text"
     ) -> None:
         context = serve.get_replica_context()
+        if log_format == "json":  # the session and turn lines, as `serve --log-format json`
+            _json_session_log()
         self.replica_id = context.replica_id.unique_id
         self.app_name = context.app_name
         self.server = Server(
@@ -206,7 +208,22 @@ class VoiceReplica:
         }
 
 
-def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
+def _json_session_log() -> None:
+    """In a replica, Serve owns the logging set-up: the session and turn lines get a
+    handler of their own, on stderr (which Ray forwards to the driver), in JSON."""
+    import sys
+
+    from voicepipe import logs
+
+    sessions = logging.getLogger("voicepipe.sessions")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.JsonFormatter())
+    sessions.addHandler(handler)
+    sessions.setLevel(logging.INFO)
+    sessions.propagate = False
+
+
+def application(cfg: Config, pipeline: str, host: str, port: int, log_format: str = "text") -> Any:
     """The Serve application: ``VoiceReplica`` with the autoscaling and drain of [ray]."""
     c = cfg.ray
     check(c)
@@ -233,7 +250,7 @@ def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
         graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": c.replica_cpus},
     )
-    return deployment.bind(cfg, pipeline, host, port)  # type: ignore[attr-defined]
+    return deployment.bind(cfg, pipeline, host, port, log_format)  # type: ignore[attr-defined]
 
 
 def job_env(c: RayConfig) -> dict[str, Any]:
@@ -267,6 +284,7 @@ async def run(
     port: int,
     stop: asyncio.Event,
     ready: Callable[[], None] | None = None,
+    log_format: str = "text",
 ) -> None:
     """Deploy, serve until ``stop`` is set, then take the application down (every replica
     drains) and leave the cluster."""
@@ -277,7 +295,10 @@ async def run(
     try:
         serve.start(http_options={"host": host, "port": port, "location": cfg.ray.proxy_location})
         await asyncio.to_thread(
-            serve.run, application(cfg, pipeline, host, port), name=APP_NAME, route_prefix="/"
+            serve.run,
+            application(cfg, pipeline, host, port, log_format),
+            name=APP_NAME,
+            route_prefix="/",
         )
         if ready is not None:
             ready()
