@@ -54,6 +54,9 @@ class ServerConfig:
     # alone and at most one session is mid-reply; else one (voicepipe/nn/threads.py).
     # false: every call its own configured count, however many run at once.
     adaptive_threads: bool = True
+    # Voice before text: while a voice turn is in flight, the /v1 API's model steps keep
+    # this share of the time (schedulers/voice_first.py); 1: no priority.
+    api_share_while_voice: float = 0.1
 
 
 @dataclass(frozen=True)

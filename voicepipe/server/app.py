@@ -240,6 +240,11 @@ class Server:
         for session in list(self.sessions):
             session.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
+    def voice_busy(self) -> bool:
+        """A voice turn is in flight in some session: heard, its reply not finished (the
+        /v1 API then keeps to its budget: schedulers/voice_first.py)."""
+        return any(s.turn_in_flight for s in self.sessions)
+
     # ------------------------------------------------------------------ admission
 
     def admit(self, session: Session) -> Refusal | None:

@@ -378,6 +378,10 @@ class Session:
             raise SlowClient from None
 
     @property
+    def turn_in_flight(self) -> bool:
+        return bool(self._open_turns)
+
+    @property
     def age_s(self) -> float:
         return (now_ns() - self.start_ns) / 1e9
 
