@@ -539,6 +539,13 @@ def run(args: argparse.Namespace) -> int:
 
         args.config = apply_overrides(args.config, [f"server.max_sessions={max_c}"])
         log(f"bench e2e: server.max_sessions raised to {max_c} for the {max_c}-session level")
+    if args.api_load > args.config.server.max_sessions:
+        # The API queues at most server.max_sessions requests (then 429): all N must be
+        # queued, as N concurrent clients are, not retrying 429s in a loop.
+        from voicepipe.config import apply_overrides
+
+        args.config = apply_overrides(args.config, [f"server.max_sessions={args.api_load}"])
+        log(f"bench e2e: server.max_sessions raised to {args.api_load} for --api-load")
 
     if args.ray:
         from voicepipe.bench import e2e_ray
