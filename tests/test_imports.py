@@ -24,7 +24,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "voicepipe"
 
 # The parts a module belongs to: its first name under voicepipe/ (a package or a module).
-BASE = {"frames", "stage", "pipeline", "config", "clock", "tracing", "registry", "audio", "tools"}
+BASE = {
+    "frames", "stage", "pipeline", "config", "clock", "tracing", "registry", "audio", "tools",
+    "logs", "otel",
+}  # fmt: skip
 # What each part may import of voicepipe (besides itself); docs/ARCHITECTURE.md's table.
 # Parts not listed (bench, training, commands, cli, local_audio, roundtrip, __main__,
 # the package itself) may import anything.
@@ -50,6 +53,8 @@ ALLOWED["pipeline"] = {"frames", "stage", "clock"}
 ALLOWED["tracing"] = {"frames", "clock"}
 ALLOWED["tools"] = {"core"}
 ALLOWED["audio"] = set()
+ALLOWED["logs"] = set()
+ALLOWED["otel"] = {"tracing"}
 
 PURE = ("core", "speculative")
 PURE_FORBIDDEN = ("torch", "asyncio", "socket", "websockets")

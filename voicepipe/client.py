@@ -187,6 +187,11 @@ def make_playout(name: str, cfg: Config, sample_rate: int) -> Playout:
 # with no close frame at all (1006).
 RECONNECT_CODES = frozenset({P.CLOSE_GOING_AWAY, 1006, P.CLOSE_REPLICA_LOST})
 RECONNECT_BACKOFF_S = 0.5  # times the number of reconnects so far
+# A 503 at the handshake (models still loading, a replica still starting: docs/PROTOCOL.md)
+# is tried again after the server's Retry-After, or with exponential backoff from
+# UNAVAILABLE_BACKOFF_S up to UNAVAILABLE_MAX_BACKOFF_S, for ``unavailable_wait_s`` in all.
+UNAVAILABLE_BACKOFF_S = 0.25
+UNAVAILABLE_MAX_BACKOFF_S = 4.0
 
 
 @dataclass
@@ -226,6 +231,7 @@ class SessionResult:
     # Sessions lost before this one (``ClientSession.reconnect``): session_id, close_code,
     # close_reason, at_ns (when the client saw the close).
     reconnects: list[dict[str, Any]] = field(default_factory=list)
+    unavailable: int = 0  # handshakes answered 503 (and tried again) before this session
 
     def turn(self, t: int) -> TurnResult:
         return self.turns.setdefault(t, TurnResult(t))
@@ -272,7 +278,17 @@ class SessionResult:
             "close_reason": self.close_reason,
             "error": self.error,
             "reconnects": [{k: v for k, v in r.items() if k != "at_ns"} for r in self.reconnects],
+            "unavailable": self.unavailable,
         }
+
+
+def _retry_after_s(value: str | None) -> float:
+    """Retry-After in seconds (RFC 9110 delay-seconds), capped; -1 when absent or an
+    HTTP date (then the client's own backoff decides)."""
+    try:
+        return min(max(0.0, float(value or "")), UNAVAILABLE_MAX_BACKOFF_S)
+    except ValueError:
+        return -1.0
 
 
 class ClientSession:
@@ -296,6 +312,7 @@ class ClientSession:
         barge_in: np.ndarray | None = None,
         barge_in_after_s: float = 1.0,
         reconnect: int = 0,
+        unavailable_wait_s: float = 60.0,
     ) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
@@ -317,6 +334,7 @@ class ClientSession:
         )
         self.barge_in_after_s = barge_in_after_s
         self.reconnect = reconnect
+        self.unavailable_wait_s = unavailable_wait_s
         self._received_all = asyncio.Event()
         self.rules = ClientRules()  # what the server may send when (core/wire/session_rules.py)
 
@@ -350,6 +368,24 @@ class ClientSession:
         self._received_all = asyncio.Event()
 
     async def _connect(self) -> None:
+        """One session on one connection; a 503 handshake (not ready yet) is retried with
+        backoff, at most ``unavailable_wait_s`` in all (then the 503 is the error)."""
+        deadline = asyncio.get_running_loop().time() + self.unavailable_wait_s
+        backoff = UNAVAILABLE_BACKOFF_S
+        while True:
+            retry_after = await self._connect_once()
+            if retry_after is None:
+                return
+            wait = min(backoff, UNAVAILABLE_MAX_BACKOFF_S) if retry_after < 0 else retry_after
+            if asyncio.get_running_loop().time() + wait > deadline:
+                return  # res.error says "handshake refused: HTTP 503"
+            self.res.unavailable += 1
+            self.res.error = ""
+            await asyncio.sleep(wait)
+            backoff *= 2
+
+    async def _connect_once(self) -> float | None:
+        """None when done; else the 503's Retry-After in seconds (-1: none given)."""
         res = self.res
         origin = Origin(self.origin) if self.origin else None
         try:
@@ -369,10 +405,13 @@ class ClientSession:
                     res.close_code, res.close_reason = ws.close_code, ws.close_reason or ""
         except InvalidStatus as e:
             res.error = f"handshake refused: HTTP {e.response.status_code}"
+            if e.response.status_code == 503:
+                return _retry_after_s(e.response.headers.get("Retry-After"))
         except (OSError, InvalidHandshake, asyncio.TimeoutError) as e:
             res.error = res.error or f"{type(e).__name__}: {e}"
         except P.ProtocolError as e:
             res.error = f"protocol error from server: {e.reason}"
+        return None
 
     async def _session(self, ws: Any) -> None:
         hello = P.Hello(

@@ -54,6 +54,9 @@ class ServerConfig:
     # alone and at most one session is mid-reply; else one (voicepipe/nn/threads.py).
     # false: every call its own configured count, however many run at once.
     adaptive_threads: bool = True
+    # Voice before text: while a voice turn is in flight, the /v1 API's model steps keep
+    # this share of the time (stages/llm/voice_first.py); 1: no priority.
+    api_share_while_voice: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,9 @@ class JitterConfig:
 @dataclass(frozen=True)
 class TraceConfig:
     file: str = ""
+    # OpenTelemetry: an OTLP/HTTP collector ("http://127.0.0.1:4318", or a full URL ending
+    # in /v1/traces) that gets one trace per turn (voicepipe/otel.py); empty: no export.
+    otlp_endpoint: str = ""
 
 
 @dataclass(frozen=True)

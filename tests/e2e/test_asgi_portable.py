@@ -1,6 +1,7 @@
 """``Server.app`` is a plain ASGI app: under a stock uvicorn (none of voicepipe's protocol
 subclasses, no abort extension) — as under another ASGI server such as a Ray Serve
-replica — sessions, health and the Origin check work, and ``Server.drain`` ends it."""
+replica — sessions, health, readiness and the Origin check work once its runner called
+``Server.load``, and ``Server.drain`` ends it."""
 
 from __future__ import annotations
 
@@ -42,6 +43,16 @@ async def test_the_app_under_a_stock_asgi_server() -> None:
     try:
         status, body = await asyncio.to_thread(_get, port, "/healthz")
         assert status == 200 and b'"pipeline": "loopback"' in body
+        # Serving before its models are in: not ready, sessions told to come back.
+        assert await asyncio.to_thread(_get, port, "/readyz") == (
+            503,
+            b'{"ready": false, "reason": "loading"}\n',
+        )
+        with pytest.raises(InvalidStatus) as e:
+            await connect(server.ws_url, proxy=None)
+        assert e.value.response.status_code == 503
+        await server.load()  # what start() does once listening (a Ray replica does it too)
+        assert (await asyncio.to_thread(_get, port, "/readyz"))[0] == 200
         t = np.arange(RATE) / RATE
         pcm = (0.3 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
         (res,) = await run_sessions(

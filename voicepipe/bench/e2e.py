@@ -124,6 +124,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="ask through /ws (protocol v1), /v1/realtime (the openai SDK's realtime "
         "client), or both alternately on one server, compared (concurrency 1)",
     )
+    p.add_argument(
+        "--api-load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="ask each batch twice: alone, then while N clients keep POST "
+        "/v1/chat/completions busy; compares voice to voice of the two (api_load in the JSON)",
+    )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
         "--trace",
@@ -143,9 +151,31 @@ async def _level(
     c: int,
     log: Any,
     stagger_s: float = 0.0,
+    api_load: int = 0,
 ) -> dict[str, Any]:
-    import asyncio
+    results = []
+    for n, batch in enumerate(batches(len(clips), c)):
+        for load in (0, api_load) if api_load else (0,):
+            results += await _batch(srv, cfg, clips, texts, c, log, stagger_s, n, batch, load)
+    return {"concurrency": c, "sessions": results}
 
+
+async def _batch(
+    srv: Any,
+    cfg: Any,
+    clips: list[Any],
+    texts: list[str],
+    c: int,
+    log: Any,
+    stagger_s: float,
+    n: int,
+    batch: list[int],
+    api_load: int,
+) -> list[dict[str, Any]]:
+    import asyncio
+    import contextlib
+
+    from voicepipe.bench.e2e_api_load import chat_load
     from voicepipe.client import ClientSession
 
     async def later(s: ClientSession, delay_s: float) -> Any:
@@ -153,33 +183,39 @@ async def _level(
         return await s.run()
 
     results = []
-    for n, batch in enumerate(batches(len(clips), c)):
-        sessions = [
-            ClientSession(
-                srv.ws_url,
-                clips[i],
-                16000,
-                cfg,
-                playout="adaptive",
-                trailing_silence_s=1.5,
-                timeout_s=120.0,
-                index=i,
-            )
-            for i in batch
-        ]
-        delays = offsets(len(sessions), stagger_s, seed=1000 * c + n)
+    sessions = [
+        ClientSession(
+            srv.ws_url,
+            clips[i],
+            16000,
+            cfg,
+            playout="adaptive",
+            trailing_silence_s=1.5,
+            timeout_s=120.0,
+            index=i,
+        )
+        for i in batch
+    ]
+    delays = offsets(len(sessions), stagger_s, seed=1000 * c + n)
+    load: contextlib.AbstractAsyncContextManager[dict[str, int]] = (
+        chat_load(srv.host, srv.port, api_load) if api_load else contextlib.nullcontext({})
+    )
+    async with load as api_counts:
         res = await asyncio.gather(*(later(s, d) for s, d in zip(sessions, delays, strict=True)))
-        for i, r in zip(batch, res, strict=True):
-            out = r.to_json()
-            out["question"] = texts[i]
-            out["preempt"] = _preempt_outcome(r.spans)
-            out["llm"] = llm_usage(r.spans)
-            results.append(out)
-            log(
-                f"  c={c} q{i}: v2v={out['latency_ms'].get('e2e.voice_to_voice', 'n/a')} ms "
-                f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}"
-            )
-    return {"concurrency": c, "sessions": results}
+    for i, r in zip(batch, res, strict=True):
+        out = r.to_json()
+        out["question"] = texts[i]
+        if api_load:
+            out["api_load"], out["api_requests"] = api_load, dict(api_counts)
+        out["preempt"] = _preempt_outcome(r.spans)
+        out["llm"] = llm_usage(r.spans)
+        results.append(out)
+        log(
+            f"  c={c} q{i}{' +api' if api_load else ''}: "
+            f"v2v={out['latency_ms'].get('e2e.voice_to_voice', 'n/a')} ms "
+            f"transcript={out['transcript']!r} reply={out['reply_text'][:60]!r}"
+        )
+    return results
 
 
 def _preempt_outcome(spans: list[Any]) -> str | None:
@@ -265,11 +301,13 @@ async def bench(
     log: Any,
     trace: str | None = None,
     stagger_s: float = 0.0,
+    api_load: int = 0,
 ) -> dict[str, Any]:
     import asyncio
     import time
 
     from voicepipe.bench._serve import serve_process
+    from voicepipe.bench.e2e_api_load import split_summary
 
     texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
@@ -280,7 +318,7 @@ async def bench(
         audio_s = 0.0
         for c in levels:
             c0 = srv.cpu_s()
-            lv = await _level(srv, cfg, clips, texts, c, log, stagger_s)
+            lv = await _level(srv, cfg, clips, texts, c, log, stagger_s, api_load)
             lv["cpu_s"] = srv.cpu_s() - c0
             done.append(lv)
             audio_s += sum(s["input_audio_s"] for s in lv["sessions"])
@@ -288,6 +326,11 @@ async def bench(
     out = summarize(done, cpu_s, audio_s, wall_s)
     out["pipeline"] = pipeline
     out["questions"] = len(texts)
+    if api_load:
+        out["api_load"] = {
+            "clients": api_load,
+            **split_summary([s for lv in done for s in lv["sessions"]]),
+        }
     return out
 
 
@@ -302,6 +345,7 @@ async def compare(
     trace: str | None = None,
     levels: list[int] | None = None,
     stagger_s: float = 0.0,
+    api_load: int = 0,
 ) -> dict[str, Any]:
     """One server per variant (config overrides on top of ``cfg``), asked the same questions
     in turn (at each concurrency level 1, 2, 4, … up to ``max_c``: the level's first
@@ -337,7 +381,14 @@ async def compare(
                         srv = servers[name]
                         cpu0, t0 = srv.cpu_s(), time.monotonic()
                         lv = await _level(
-                            srv, cfg, clips[i : i + c], texts[i : i + c], c, log, stagger_s
+                            srv,
+                            cfg,
+                            clips[i : i + c],
+                            texts[i : i + c],
+                            c,
+                            log,
+                            stagger_s,
+                            api_load,
                         )
                         cpu[name][c] += srv.cpu_s() - cpu0
                         wall[name] += time.monotonic() - t0
@@ -356,6 +407,11 @@ async def compare(
         ]
         total = sum(cpu[name].values())
         out["variants"][name].update(summarize(lvs, total, audio_s, wall[name]))
+        if api_load:
+            from voicepipe.bench.e2e_api_load import split_summary
+
+            every = [s for c in levels for s in sessions[name][c]]
+            out["variants"][name]["api_load"] = {"clients": api_load, **split_summary(every)}
     return out
 
 
@@ -448,6 +504,13 @@ def run(args: argparse.Namespace) -> int:
 
         args.config = apply_overrides(args.config, [f"server.max_sessions={max_c}"])
         log(f"bench e2e: server.max_sessions raised to {max_c} for the {max_c}-session level")
+    if args.api_load > args.config.server.max_sessions:
+        # The API queues at most server.max_sessions requests (then 429): all N must be
+        # queued, as N concurrent clients are, not retrying 429s in a loop.
+        from voicepipe.config import apply_overrides
+
+        args.config = apply_overrides(args.config, [f"server.max_sessions={args.api_load}"])
+        log(f"bench e2e: server.max_sessions raised to {args.api_load} for --api-load")
 
     if args.ray:
         from voicepipe.bench import e2e_ray
@@ -491,6 +554,7 @@ def run(args: argparse.Namespace) -> int:
             trace=args.trace,
             levels=levels,
             stagger_s=stagger_s,
+            api_load=args.api_load,
         )
         if args.compare_preempt:
             out = asyncio.run(compare_preempt(args.config, **kw))
@@ -509,6 +573,7 @@ def run(args: argparse.Namespace) -> int:
             log=log,
             trace=args.trace,
             stagger_s=stagger_s,
+            api_load=args.api_load,
         )
     )
     _plot(args, out, log)

@@ -82,6 +82,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a session lost before it was done (server or replica gone: close 1001, 1006 "
         "or 1012) starts again on a new connection, at most N times (default 3; 0: never)",
     )
+    p.add_argument(
+        "--unavailable-wait",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="a handshake answered 503 (the server's models still loading, a Ray replica "
+        "still starting) is tried again after its Retry-After or with backoff, for at most "
+        "S seconds in all (default 60)",
+    )
     p.set_defaults(func=run)
 
 
@@ -126,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
             barge_in=barge,
             barge_in_after_s=args.barge_in_after,
             reconnect=args.reconnect,
+            unavailable_wait_s=args.unavailable_wait,
         )
     )
     for r in results:

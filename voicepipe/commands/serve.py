@@ -49,16 +49,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         "autoscaled between ray.min_replicas and ray.max_replicas ([ray] in the config; "
         "docs/DEPLOY.md)",
     )
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as text (default) or one JSON object per line, with a key per "
+        "field of the session and turn lines (docs/CLI.md)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
+    from voicepipe import logs
     from voicepipe.config import ConfigError
     from voicepipe.pipelines import PipelineError
     from voicepipe.tools import ToolError
 
+    logs.use(args.log_format)
     try:
         return asyncio.run(_serve_ray(args) if args.ray else _serve(args))
     except (PipelineError, ToolError) as e:
@@ -105,7 +114,7 @@ async def _serve_ray(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    await ray_serve.run(cfg, pipeline, host, port, stop, ready=ready)
+    await ray_serve.run(cfg, pipeline, host, port, stop, ready=ready, log_format=args.log_format)
     return 0
 
 

@@ -21,6 +21,7 @@ import logging
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -35,7 +36,11 @@ from voicepipe.server.metrics import ServerMetrics
 from voicepipe.server.openai_api import OpenAIApi
 from voicepipe.server.session import Session
 from voicepipe.server.transport import MessageTransport
+from voicepipe.server.turnlog import TurnLog
 from voicepipe.tracing import Tracer
+
+if TYPE_CHECKING:
+    from voicepipe.otel import TurnExporter
 
 log = logging.getLogger(__name__)
 PING_INTERVAL_S = 20.0  # keepalive pings (and their pong deadline), as websockets' default
@@ -60,6 +65,7 @@ class Server:
         self.host = host if host is not None else cfg.server.host
         self.port = port if port is not None else cfg.server.port
         self.tracer = Tracer(trace or cfg.trace.file or None)
+        self.turns = TurnLog(self.pipeline_name, _models(cfg), _exporter(cfg, session_prefix))
         self.web_root = static.web_root(cfg.server.web_root)
         self.sessions: set[Session] = set()  # every open connection, admitted or pending
         self.metrics = ServerMetrics()
@@ -79,6 +85,9 @@ class Server:
         self._no_sessions = asyncio.Event()  # set while no connection is open
         self._no_sessions.set()
         self._closing = False
+        # The pipeline's models are in memory: a session can start now (until then, /readyz
+        # and every session endpoint answer 503 "loading" with Retry-After).
+        self.loaded = False
         self._uvicorn: uvicorn.Server | None = None
         self._stopping: uvicorn.Server | None = None  # while close() runs
         self._ticker: asyncio.Task[None] | None = None
@@ -93,13 +102,33 @@ class Server:
     def ws_url(self) -> str:
         return f"ws://{self.host}:{self.port}{static.WS_PATH}"
 
-    async def start(self) -> None:
+    async def load(self) -> None:
+        """The pipeline's models into memory (seconds; a minute for a model packed for the
+        first time); then ``readiness()`` can say yes."""
         t0 = time.monotonic()
         from voicepipe.stages import threads
 
         threads.configure(self.cfg)
         await asyncio.to_thread(pipelines.preload, self.pipeline_name, self.cfg)
+        self.loaded = True
         log.info("pipeline %s ready in %.1f s", self.pipeline_name, time.monotonic() - t0)
+
+    def readiness(self) -> str | None:
+        """Why a new session cannot be served now, or None when it can: "loading" (the
+        models are not in memory yet), "draining" (shutting down), "full" (server.max_sessions
+        sessions open)."""
+        if not self.loaded:
+            return "loading"
+        if self._closing:
+            return "draining"
+        if self.admission.sessions >= self.admission.limits.max_sessions:
+            return "full"
+        return None
+
+    async def start(self) -> None:
+        """Listen, then load the models: while they load the port answers /healthz (200)
+        and /readyz (503 "loading"), and a session gets 503 with Retry-After. Returns
+        once sessions can be served."""
         sockets = _bind(self.host, self.port)  # OSError here: the CLI says "cannot listen"
         self.port = sockets[0].getsockname()[1]
         self.own_hosts = OwnHosts(self.host, self.port)
@@ -109,7 +138,7 @@ class Server:
             self.app,
             http=http,
             ws=ws,
-            lifespan="off",  # models are preloaded above, not in an ASGI lifespan
+            lifespan="off",  # models are loaded by start() below, not in an ASGI lifespan
             ws_max_size=c.max_message_bytes,  # refused from the frame header: 1009
             ws_per_message_deflate=False,  # PCM barely deflates; the CPU is better spent on models
             ws_ping_interval=PING_INTERVAL_S,
@@ -137,7 +166,10 @@ class Server:
         # of its own: `voicepipe serve` owns SIGINT/SIGTERM).
         self._ticker = asyncio.create_task(server.main_loop(), name="uvicorn-tick")
         log.info(
-            "serving %s (pipeline %s, web root %s)", self.url, self.pipeline_name, self.web_root
+            "listening on %s (pipeline %s, web root %s); loading its models",
+            self.url,
+            self.pipeline_name,
+            self.web_root,
         )
         if not is_loopback(self.host) and not self.cfg.server.auth_token:
             log.warning(
@@ -146,6 +178,11 @@ class Server:
                 '"Origins and auth")',
                 self.host,
             )
+        try:
+            await self.load()
+        except BaseException:  # a model that cannot load: no half-started server left behind
+            await self.close(0)
+            raise
 
     async def serve_forever(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -169,6 +206,12 @@ class Server:
         await server.shutdown()  # plain HTTP connections: idle ones closed, busy ones bounded
         self._stopping = None
         self.tracer.save()
+        await asyncio.to_thread(self.flush_exports)  # blocking HTTP, bounded by its timeout
+
+    def flush_exports(self) -> None:
+        """The turns' traces still queued go to the collector (bounded by its timeout)."""
+        if self.turns.exporter is not None:
+            self.turns.exporter.shutdown()
 
     async def drain(self, drain_s: float | None = None) -> None:
         """No new sessions; those with a reply in flight finish it (at most ``drain_s``),
@@ -197,6 +240,11 @@ class Server:
         for session in list(self.sessions):
             session.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
+    def voice_busy(self) -> bool:
+        """A voice turn is in flight in some session: heard, its reply not finished (the
+        /v1 API then keeps to its budget: stages/llm/voice_first.py)."""
+        return any(s.turn_in_flight for s in self.sessions)
+
     # ------------------------------------------------------------------ admission
 
     def admit(self, session: Session) -> Refusal | None:
@@ -205,6 +253,7 @@ class Server:
         if refusal is None:
             self.metrics.sessions.inc()
             self.metrics.active.inc()
+            self.turns.session_started(session.id, session.endpoint, session.ticket.address)
         return refusal
 
     # ------------------------------------------------------------------ HTTP
@@ -261,8 +310,10 @@ class Server:
             if transport.close_code is not None:
                 code, reason = transport.close_code, transport.close_reason
             self.metrics.closes.labels(str(code)).inc()
-            if session.admitted or code != P.CLOSE_NORMAL:
-                log.info("session %s closed: %s %s", session.id, code, reason)
+            if session.admitted:
+                self.turns.session_ended(session.id, code, reason, session.age_s)
+            elif code != P.CLOSE_NORMAL:
+                log.info("connection %s closed before its hello: %s %s", session.id, code, reason)
             admitted = session.admitted
             del session
             # Never a session: no pipeline ran, no spans, next to nothing to free. A churn
@@ -280,6 +331,25 @@ class Server:
         # What the session freed sits in glibc's per-thread arenas: give it back.
         await asyncio.to_thread(memory.release_free_memory)
         self.metrics.trims.inc()
+
+
+def _models(cfg: Config) -> dict[str, str]:
+    """The models a turn runs through, as its trace's attributes say."""
+    return {
+        "asr": cfg.asr.model,
+        "llm": cfg.llm.model,
+        "tts": f"{cfg.tts.backend}:{cfg.codec.model}",
+        "vocoder": cfg.codec.vocoder,
+    }
+
+
+def _exporter(cfg: Config, session_prefix: str) -> TurnExporter | None:
+    if not cfg.trace.otlp_endpoint:
+        return None
+    from voicepipe.otel import TurnExporter
+
+    replica = {"service.instance.id": session_prefix.rstrip("-")} if session_prefix else {}
+    return TurnExporter(cfg.trace.otlp_endpoint, resource=replica)
 
 
 def _bind(host: str, port: int) -> list[socket.socket]:

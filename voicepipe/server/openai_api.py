@@ -32,6 +32,7 @@ from starlette.routing import Route
 from voicepipe.core.wire import openai_chat as O
 from voicepipe.frames import MetricsFrame
 from voicepipe.stages.llm.chat_engine import ChatEngine, Finished, Job
+from voicepipe.stages.llm.voice_first import ApiBudget, VoiceFirst
 
 if TYPE_CHECKING:
     from voicepipe.server.app import Server
@@ -54,7 +55,12 @@ class OpenAIApi:
     def __init__(self, server: Server) -> None:
         self.server = server
         self.cfg = server.cfg
-        self.chat = ChatEngine(server.cfg, max_waiting=max(1, server.cfg.server.max_sessions))
+        budget = ApiBudget(server.cfg.server.api_share_while_voice)
+        self.chat = ChatEngine(
+            server.cfg,
+            max_waiting=max(1, server.cfg.server.max_sessions),
+            voice_first=VoiceFirst(budget, server.voice_busy),
+        )
         self.created = int(time.time())
 
     def _authorize(self, request: Request) -> None:

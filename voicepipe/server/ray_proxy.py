@@ -1,7 +1,9 @@
 """What carries connections to voicepipe's Ray Serve replicas: Serve's switches for
 ``ray.ingress`` (``serve_env``), and what Serve's Python proxy adds: a WebSocket whose
 replica died gets a close with a reason (1012 ``replica lost: reconnect``) instead of a
-dropped connection.
+dropped connection, and a request that comes before the application has a route (the
+proxy listens at once, the application is deployed after) gets 503 with Retry-After
+instead of the proxy's 404.
 
 Serve's proxy, when the replica holding a WebSocket dies, ends its side of the ASGI call
 without a close message, and the client sees 1006 (no close frame, no reason). Serve loads
@@ -65,6 +67,67 @@ class ReplicaLostClose:
                 )
 
 
+# The proxy's own answer for a path no application serves (yet): "Path '/ws' not found. ..."
+_NO_ROUTE_PREFIX = b"Path '"
+RETRY_AFTER_S = 1
+STARTING_BODY = b'{"ready": false, "reason": "starting"}\n'
+LIVE_BODY = b'{"sessions": 0, "pending": 0, "starting": true}\n'  # /healthz: the proxy is up
+
+
+class NotDeployedYet:
+    """The proxy's 404 for a path with no application is, for voicepipe (whose one
+    application serves every path at "/"), "not deployed yet": 503 with Retry-After and
+    ``{"ready": false, "reason": "starting"}``, for a WebSocket as the answer to its
+    upgrade; /healthz says 200 (the process answers: a liveness probe must not restart a
+    server that is starting). A 404 of the application itself (a missing file) passes
+    unchanged."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        held: Message | None = None  # a 404's start, until its body says whose it is
+        replaced = False
+
+        async def send_checked(message: Message) -> None:
+            nonlocal held, replaced
+            kind = message["type"]
+            if replaced:
+                return
+            if kind.endswith("response.start") and message.get("status") == 404:
+                held = message
+                return
+            if held is not None and kind.endswith("response.body"):
+                start, held = held, None
+                if message.get("body", b"").startswith(_NO_ROUTE_PREFIX):
+                    replaced = True
+                    await _starting(scope, send)
+                    return
+                await send(start)
+            await send(message)
+
+        await self.app(scope, receive, send_checked)
+
+
+async def _starting(scope: Scope, send: Send) -> None:
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"%d" % RETRY_AFTER_S)]
+    if scope["type"] == "http" and scope["path"] == "/healthz":
+        json_type = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": json_type})
+        await send({"type": "http.response.body", "body": LIVE_BODY})
+    elif scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": STARTING_BODY})
+    elif "websocket.http.response" in scope.get("extensions", {}):
+        await send({"type": "websocket.http.response.start", "status": 503, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": STARTING_BODY})
+    else:  # no denial response: a close before accept (the server sends 403)
+        await send({"type": "websocket.close", "code": P.CLOSE_GOING_AWAY})
+
+
 def serve_env(c: RayConfig) -> dict[str, str]:
     """Serve's switches for ``ray.ingress``, read by every Serve process (driver,
     controller, proxy, replicas) when it imports Serve.
@@ -106,4 +169,4 @@ def serve_env(c: RayConfig) -> dict[str, str]:
 
 def middlewares() -> list[Any]:
     """Serve's proxy callback: the middleware list it wraps its ASGI app with."""
-    return [Middleware(ReplicaLostClose)]
+    return [Middleware(NotDeployedYet), Middleware(ReplicaLostClose)]

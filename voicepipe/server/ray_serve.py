@@ -9,6 +9,13 @@ hands each request, a WebSocket included, to one replica, and a WebSocket stays 
 replica until it closes (a session never moves). Each replica preloads the pipeline's models
 once and keeps its sessions local; its session ids start with its replica id.
 
+Start-up: the ingress listens at once, replicas come later. The first replica (none of the
+deployment running yet) joins the ingress before its models are in, answering /readyz and
+every session 503 ``loading`` with Retry-After until they are; a later one (scale-up,
+redeploy) loads in its constructor, so Serve sends it nothing until it can serve. Before
+any replica is up, Serve's Python proxy answers 503 ``starting`` (ray_proxy.NotDeployedYet);
+its HAProxy ingress answers 404 (docs/DEPLOY.md).
+
 Autoscaling: a WebSocket session is one ongoing request for as long as it is open, so
 Serve's ``target_ongoing_requests`` is the target of open sessions per replica. A replica
 that leaves (scale-down, redeploy) takes no new sessions and lets its own go on, for
@@ -32,7 +39,6 @@ from typing import Any
 
 from ray import serve
 
-from voicepipe import pipelines
 from voicepipe.config import Config, ConfigError, RayConfig
 from voicepipe.server import ray_proxy
 from voicepipe.server.app import Server
@@ -103,6 +109,16 @@ def replica_states(app_name: str = APP_NAME) -> dict[str, int]:
     return {str(k): v for k, v in app.deployments[DEPLOYMENT].replica_states.items()}
 
 
+def _others_running(app_name: str) -> bool:
+    """Another replica of the deployment already serves (asked from a starting replica;
+    if Serve cannot say, none is assumed: the replica then answers "loading" early)."""
+    try:
+        return replica_states(app_name).get("RUNNING", 0) > 0
+    except Exception:
+        log.warning("cannot read Serve's replica states: starting as the first replica")
+        return False
+
+
 def _app_deleted(app_name: str) -> bool:
     """The whole application is going (``serve.delete``), not just this replica."""
     app = serve.status().applications.get(app_name)
@@ -116,19 +132,43 @@ class VoiceReplica:
 
     # Serve awaits an async constructor (mypy wants __init__ to return None).
     async def __init__(  # type: ignore[misc]
-        self, cfg: Config, pipeline: str, host: str, port: int
+        self, cfg: Config, pipeline: str, host: str, port: int, log_format: str = "text"
     ) -> None:
         context = serve.get_replica_context()
+        if log_format == "json":  # the session and turn lines, as `serve --log-format json`
+            _json_session_log()
         self.replica_id = context.replica_id.unique_id
         self.app_name = context.app_name
         self.server = Server(
             cfg, pipeline=pipeline, host=host, port=port, session_prefix=f"{self.replica_id}-"
         )
-        await asyncio.to_thread(pipelines.preload, pipeline, cfg)
-        log.info("replica %s: pipeline %s ready (pid %d)", self.replica_id, pipeline, os.getpid())
+        self._load_error: BaseException | None = None
+        if await asyncio.to_thread(_others_running, self.app_name):
+            # Scale-up or redeploy: Serve routes here only once this returns, and the
+            # replicas already running take the sessions meanwhile.
+            await self.server.load()
+        else:
+            # The first replica: no other can answer, so it joins the ingress at once and
+            # answers "loading" (503, Retry-After; /readyz) while its models load, instead
+            # of the ingress's 404 for a route with no replica.
+            self._loader = asyncio.create_task(self._load(), name="load-models")
+        log.info("replica %s: pipeline %s (pid %d)", self.replica_id, pipeline, os.getpid())
         self._watch = _ShutdownWatch()
         self._drained = False
         self._watcher = asyncio.create_task(self._watch_shutdown(), name="shutdown-watch")
+
+    async def _load(self) -> None:
+        try:
+            await self.server.load()
+        except Exception as e:  # check_health reports it: Serve replaces this replica
+            log.exception("replica %s: cannot load pipeline", self.replica_id)
+            self._load_error = e
+
+    def check_health(self) -> None:
+        """Serve's periodic health check: a replica whose models failed to load is
+        unhealthy (Serve starts another)."""
+        if self._load_error is not None:
+            raise RuntimeError(f"pipeline failed to load: {self._load_error}")
 
     def __serve_build_asgi_app__(self) -> Any:
         return self.server.app
@@ -157,6 +197,7 @@ class VoiceReplica:
         self._watcher.cancel()
         await self._drain()
         self.server.tracer.save()
+        await asyncio.to_thread(self.server.flush_exports)
 
     def info(self) -> dict[str, Any]:
         """Which replica, process and sessions (for tests and operators, via a handle)."""
@@ -167,7 +208,22 @@ class VoiceReplica:
         }
 
 
-def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
+def _json_session_log() -> None:
+    """In a replica, Serve owns the logging set-up: the session and turn lines get a
+    handler of their own, on stderr (which Ray forwards to the driver), in JSON."""
+    import sys
+
+    from voicepipe import logs
+
+    sessions = logging.getLogger("voicepipe.sessions")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logs.JsonFormatter())
+    sessions.addHandler(handler)
+    sessions.setLevel(logging.INFO)
+    sessions.propagate = False
+
+
+def application(cfg: Config, pipeline: str, host: str, port: int, log_format: str = "text") -> Any:
     """The Serve application: ``VoiceReplica`` with the autoscaling and drain of [ray]."""
     c = cfg.ray
     check(c)
@@ -194,7 +250,7 @@ def application(cfg: Config, pipeline: str, host: str, port: int) -> Any:
         graceful_shutdown_wait_loop_s=0.5,
         ray_actor_options={"num_cpus": c.replica_cpus},
     )
-    return deployment.bind(cfg, pipeline, host, port)  # type: ignore[attr-defined]
+    return deployment.bind(cfg, pipeline, host, port, log_format)  # type: ignore[attr-defined]
 
 
 def job_env(c: RayConfig) -> dict[str, Any]:
@@ -228,6 +284,7 @@ async def run(
     port: int,
     stop: asyncio.Event,
     ready: Callable[[], None] | None = None,
+    log_format: str = "text",
 ) -> None:
     """Deploy, serve until ``stop`` is set, then take the application down (every replica
     drains) and leave the cluster."""
@@ -238,7 +295,10 @@ async def run(
     try:
         serve.start(http_options={"host": host, "port": port, "location": cfg.ray.proxy_location})
         await asyncio.to_thread(
-            serve.run, application(cfg, pipeline, host, port), name=APP_NAME, route_prefix="/"
+            serve.run,
+            application(cfg, pipeline, host, port, log_format),
+            name=APP_NAME,
+            route_prefix="/",
         )
         if ready is not None:
             ready()

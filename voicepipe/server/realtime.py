@@ -75,6 +75,8 @@ _KEEP_TURNS = 64  # responses whose turn a late truncate can still name
 
 
 class RealtimeConnection(Session):
+    endpoint = "/v1/realtime"
+
     def __init__(self, *args: typing.Any, **kw: typing.Any) -> None:
         super().__init__(*args, **kw)
         self.rt = R.RealtimeSession(

@@ -60,6 +60,8 @@ class SlowClient(Exception):
 
 
 class Session:
+    endpoint = "/ws"  # where it was opened (the operator's logs and traces say so)
+
     def __init__(self, server: Server, ws: MessageTransport, ticket: Ticket) -> None:
         self.server = server
         self.cfg = server.cfg
@@ -331,6 +333,8 @@ class Session:
             age_ms=(now_ns() - self.start_ns) / 1e6,
             frame_ms=self.cfg.audio.frame_ms,
         )
+        if msg.done:
+            self.server.turns.played(self.id, msg.turn_id)
         speech_end = self._speech_end_ns.pop(msg.turn_id, None)
         if report.first_play_ns is not None and speech_end is not None:
             # The server's view of e2e.voice_to_voice: the speech-end sample's arrival →
@@ -372,6 +376,14 @@ class Session:
             await asyncio.wait_for(self.ws.send(data), self.cfg.server.send_timeout_s)
         except asyncio.TimeoutError:
             raise SlowClient from None
+
+    @property
+    def turn_in_flight(self) -> bool:
+        return bool(self._open_turns)
+
+    @property
+    def age_s(self) -> float:
+        return (now_ns() - self.start_ns) / 1e9
 
     def _ms(self, t_ns: int) -> float:
         assert self.info is not None
@@ -421,6 +433,7 @@ class Session:
                 P.ReplyStart(turn_id=t, media_ts=frame.media_ts, sample_rate=frame.sample_rate)
             )
         elif isinstance(frame, ReplyFinished):
+            self.server.turns.reply(self.id, t, frame.text, frame.interrupted)
             await self._send_msg(
                 P.ReplyEndMsg(
                     turn_id=t, text=frame.text, samples=frame.samples, interrupted=frame.interrupted
@@ -431,6 +444,7 @@ class Session:
         elif isinstance(frame, TranscriptPartial):
             await self._send_msg(P.Transcript(turn_id=t, text=frame.text))
         elif isinstance(frame, TranscriptFinal):
+            self.server.turns.transcript(self.id, t, frame.text)
             arrived = self._arrival_ns(frame.speech_end_media_ns)
             if arrived is not None:
                 self._speech_end_ns[t] = arrived
@@ -443,7 +457,7 @@ class Session:
                 )
             )
         elif isinstance(frame, SpanFrame):
-            self.server.tracer.add(frame, session=self.id)
+            self.server.turns.span(self.id, self.server.tracer.add(frame, session=self.id))
             await self._send_msg(
                 P.Span(
                     turn_id=t,

@@ -24,6 +24,7 @@ from typing import Any
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.wire.openai_chat import ApiError, ChatRequest, StopScanner
+from voicepipe.stages.llm.voice_first import VoiceFirst
 
 _DONE = object()
 PROMPT_MARGIN = 8  # positions kept free past the reply (as the LLM stage does)
@@ -47,7 +48,10 @@ class Job:
 
 
 class ChatEngine:
-    def __init__(self, cfg: Config, max_waiting: int) -> None:
+    def __init__(
+        self, cfg: Config, max_waiting: int, voice_first: VoiceFirst | None = None
+    ) -> None:
+        self.voice_first = voice_first  # None: no priority for voice turns
         self.cfg = cfg
         self.max_waiting = max_waiting
         self.model_id = cfg.llm.model
@@ -79,6 +83,14 @@ class ChatEngine:
                 code="context_length_exceeded",
             )
         return Job(req, ids, min(req.max_tokens or self.cfg.llm.max_new_tokens, room))
+
+    async def _api_step(self, gen: Iterator[Any]) -> Any:
+        """One step on a worker thread, then the pause voice turns are owed (if any)."""
+        t0 = now_ns()
+        step = await asyncio.to_thread(self._step, gen)
+        if self.voice_first is not None:
+            await self.voice_first.after_step((now_ns() - t0) / 1e9)
+        return step
 
     def _step(self, gen: Iterator[Any]) -> Any:
         with self._step_lock:
@@ -130,7 +142,7 @@ class ChatEngine:
         chunk = self.cfg.llm.prefill_chunk
         if chunk > 0:  # long prompts in short model passes: other sessions' steps between
             feed = eng.feed(job.ids, chunk)
-            while await asyncio.to_thread(self._step, feed) is not _DONE:
+            while await self._api_step(feed) is not _DONE:
                 pass
         stop_ids = eng.tokenizer.stop_ids
         dec = eng.decoder()
@@ -139,7 +151,7 @@ class ChatEngine:
         scanner = StopScanner(job.request.stop)
         finish, n_tokens, first_ns = "length", 0, 0
         while finish == "length":
-            step = await asyncio.to_thread(self._step, gen)
+            step = await self._api_step(gen)
             if step is _DONE:
                 break
             if not first_ns:
