@@ -129,7 +129,7 @@ PERSONAS = [
     "recovering from a knee injury", "a beginner", "very busy at work", "on a tight budget",
     "someone who hates the gym",
 ]
-PERSONA_Q = ["I'm {1}. Is {0} a good idea for me?", "As {1}, how should I approach {0}?"]
+PERSONA_Q = ["I'm {1}. Is {0} a good idea for me?", "I'm {1}. How should I approach {0}?"]
 MONEY = [
     "an emergency fund", "index funds", "a credit card balance", "a mortgage", "inflation",
     "compound interest on savings", "a pension", "a side hustle", "a no-spend month",
@@ -320,7 +320,9 @@ HOBBY_Q = [
     "Is {0} hard to learn as an adult?", "How can I practice {0} at home?",
     "What's a common beginner mistake in {0}?",
 ]
-HOBBY_PERSONA_Q = ["I'm {1}. Is {0} a good hobby for me?", "How should someone {1} start {0}?"]
+HOBBY_PERSONA_Q = [
+    "I'm {1}. Is {0} a good hobby for me?", "I'm {1} and want to try {0}. Where do I start?",
+]
 DIETS = ["vegan", "gluten-free", "dairy-free", "low-carb", "kid-friendly", "spicier", "lighter"]
 DIET_Q = ["How do I make {0} {1}?", "Is there a {1} way to do {0}?"]
 MEALS = ["breakfast", "lunch", "dinner", "snack", "picnic", "lunchbox"]
@@ -340,6 +342,96 @@ MONTHS = [
 ]
 MONTH_Q = ["What's the weather like in {0} in {1}?", "What should I pack for {0} in {1}?",
            "Is {1} a good month to go to {0}?"]
+PLATFORM_TASKS = [
+    "take a screenshot", "clear the cache", "turn off notifications", "share my location",
+    "set up a hotspot", "change the default browser", "record my screen", "block a number",
+    "free up storage", "turn on captions", "find my saved passwords", "update my apps",
+    "make the text bigger", "set a screen time limit", "move photos to another device",
+    "scan a document", "connect to a printer", "mute a group chat", "back up my contacts",
+    "turn on dark mode",
+]
+PLATFORMS = [
+    "an iPhone", "Android", "a Mac", "Windows", "a Chromebook", "an iPad", "a smart TV", "Linux",
+]
+PLATFORM_Q = ["How do I {0} on {1}?", "What's the way to {0} on {1}?"]
+NATIONS = [
+    "Norway", "Vietnam", "Ghana", "Chile", "Iceland", "Nepal", "Uruguay", "Estonia",
+    "Jordan", "Malaysia", "Ethiopia", "Bolivia", "Slovenia", "Sri Lanka", "Tunisia",
+    "Mongolia", "Costa Rica", "Senegal", "Latvia", "the Philippines", "Bhutan", "Madagascar",
+    "Scotland", "Belgium", "Austria", "Hungary", "Denmark", "Ecuador", "Uzbekistan", "Fiji",
+]
+NATION_Q = [
+    "What language do people speak in {0}?", "What's the currency in {0}?",
+    "What is {0} famous for?", "What's a traditional dish from {0}?",
+    "Tell me a bit of history about {0}.", "What's the landscape like in {0}?",
+]
+PETS = ["dogs", "cats", "rabbits", "hamsters", "parrots", "horses", "guinea pigs"]
+PET_FOODS = [
+    "grapes", "cheese", "carrots", "chocolate", "peanut butter", "apples", "rice", "eggs",
+    "watermelon", "onions", "bread", "popcorn", "strawberries", "tuna", "blueberries",
+    "pumpkin", "bananas", "cucumber", "avocado", "milk",
+]
+PET_Q = ["Can {0} eat {1}?", "Is it okay to give {0} {1}?"]
+JOBS = [
+    "an electrician", "a data analyst", "a midwife", "an air traffic controller", "a pharmacist",
+    "a park ranger", "a translator", "a UX designer", "a physiotherapist", "a sommelier",
+    "a court reporter", "an actuary", "a marine biologist", "a paramedic", "a librarian",
+    "a plumber", "a product manager", "a veterinarian", "a pilot", "a chef", "an architect",
+    "a social worker", "a firefighter", "a dental hygienist", "a carpenter", "a journalist",
+]
+JOB_Q = [
+    "What does {0} do all day?", "How do I become {0}?", "What skills does {0} need?",
+    "Is being {0} a stressful job?",
+]
+CONCEPTS = [
+    "the Pythagorean theorem", "supply and demand", "the passive voice", "mitosis",
+    "prime numbers", "fractions", "the periodic table", "opportunity cost", "natural selection",
+    "Newton's third law", "the scientific method", "negative numbers", "photosynthesis in plants",
+    "how interest rates work", "the food chain", "metaphors", "the speed of light", "atoms",
+    "algebra", "probability with dice", "the three branches of government", "climate zones",
+    "the circulatory system", "entropy", "an ecosystem", "the electoral college",
+    "ratios", "a haiku's structure", "Roman numerals", "the difference between mass and weight",
+]
+CONCEPT_Q = [
+    "Can you explain {0}?", "Teach me {0} in one minute.",
+    "What's the easiest way to understand {0}?",
+    "Give me an everyday example of {0}.",
+]
+SPORTS = [
+    "cricket", "rugby", "curling", "water polo", "fencing", "lacrosse", "American football",
+    "ice hockey", "badminton", "handball", "baseball", "sumo wrestling", "snooker",
+    "volleyball", "Formula One", "the triathlon", "figure skating", "polo", "darts", "squash",
+]
+SPORT_Q = [
+    "How do you score in {0}?", "What are the basic rules of {0}?",
+    "How long does a game of {0} last?",
+    "What's the hardest part of {0}?",
+]
+WORKS = [
+    "Pride and Prejudice", "Moby Dick", "The Odyssey", "Frankenstein", "1984", "Don Quixote",
+    "The Great Gatsby", "War and Peace", "Hamlet", "The Little Prince", "Jane Eyre",
+    "Crime and Punishment", "The Hobbit", "One Hundred Years of Solitude", "Les Misérables",
+    "Romeo and Juliet", "The Catcher in the Rye", "Dracula", "Brave New World", "Beloved",
+]
+WORK_Q = ["What is {0} about?", "Is {0} worth reading?", "Why is {0} considered a classic?"]
+HOLIDAYS = [
+    "Diwali", "Lunar New Year", "Thanksgiving", "Hanukkah", "Ramadan", "Day of the Dead",
+    "Halloween", "Easter", "Holi", "Midsummer in Sweden", "Bastille Day", "Oktoberfest",
+    "Hogmanay", "Kwanzaa", "Passover", "the Mid-Autumn Festival", "Carnival in Brazil",
+    "St. Patrick's Day", "Eid al-Fitr", "Christmas",
+]
+HOLIDAY_Q = [
+    "How is {0} celebrated?", "What's the origin of {0}?", "What do people eat during {0}?",
+]
+FEELINGS = [
+    "anxious", "unmotivated", "overwhelmed", "homesick", "jealous of my friends", "restless",
+    "burnt out", "lonely", "stuck", "guilty for resting", "nervous before exams", "grumpy",
+    "sad for no reason", "stressed about money", "bored with my routine",
+]
+FEELING_Q = [
+    "I feel {0}. What can I do?", "How do I deal with feeling {0}?",
+    "Lately I've been feeling {0}. Any ideas?",
+]
 # Arithmetic, money and unit questions as people say them: numbers make every one new.
 ARITH_Q = [
     "What's {0} times {1}?", "What is {0} plus {1}?", "What's {0} minus {1}?",
@@ -431,6 +523,19 @@ def _bases(r: random.Random) -> Iterator[str]:
         yield r.choice(PLAN_Q).format(n, what, who)
     yield from _one(WHAT_IF, WHAT_IF_Q)
     yield from CHAT
+    for task, plat in itertools.product(PLATFORM_TASKS, PLATFORMS):
+        yield r.choice(PLATFORM_Q).format(task, plat)
+    yield from _one(NATIONS, NATION_Q)
+    for pet, food in itertools.product(PETS, PET_FOODS):
+        yield r.choice(PET_Q).format(pet, food)
+    yield from _one(JOBS, JOB_Q)
+    yield from _one(CONCEPTS, CONCEPT_Q)
+    for c, age in itertools.product(CONCEPTS, AGES):
+        yield r.choice(AGE_Q).format(c, age)
+    yield from _one(SPORTS, SPORT_Q)
+    yield from _one(WORKS, WORK_Q)
+    yield from _one(HOLIDAYS, HOLIDAY_Q)
+    yield from _one(FEELINGS, FEELING_Q)
     for _ in range(2500):
         a, b = r.randint(2, 99), r.randint(2, 40)
         q = r.choice(ARITH_Q)
@@ -460,9 +565,24 @@ def speak(r: random.Random, base: str) -> str:
     return s
 
 
+JOINS = [" Also, ", " And ", " Oh, and ", " Then ", " Plus, "]
+PAIRED = 6000  # two-request prompts drawn from the bases
+
+
+def _paired(r: random.Random, bases: list[str]) -> Iterator[str]:
+    """Two requests in one breath ("…? Also, …?"), as people ask a voice assistant: each
+    pair is a context no single request gives."""
+    short = [b for b in bases if len(b) < 70 and b.endswith("?")]
+    for _ in range(PAIRED):
+        a, b = r.sample(short, 2)
+        yield a + r.choice(JOINS) + b[:1].lower() + b[1:]
+
+
 def series(seed: int = 0) -> list[str]:
-    """The series, every base request once (framed by ``speak``), in a seeded order."""
+    """The series, every base request once (framed by ``speak``) and ``PAIRED`` pairs of
+    them, in a seeded order."""
     r = random.Random(seed)
-    out = [speak(r, b) for b in _bases(r)]
+    bases = list(_bases(r))
+    out = [speak(r, b) for b in bases] + list(_paired(r, bases))
     r.shuffle(out)
     return out
