@@ -537,9 +537,9 @@ def _bases(r: random.Random) -> Iterator[str]:
     yield from _one(HOLIDAYS, HOLIDAY_Q)
     yield from _one(FEELINGS, FEELING_Q)
     for _ in range(2500):
-        a, b = r.randint(2, 99), r.randint(2, 40)
+        x, y = r.randint(2, 99), r.randint(2, 40)
         q = r.choice(ARITH_Q)
-        yield q.format(a * b, b) if "divided" in q else q.format(a, b)
+        yield q.format(x * y, y) if "divided" in q else q.format(x, y)  # divisions come out even
     for _ in range(600):
         yield r.choice(PCT_Q).format(r.choice([5, 10, 12, 15, 18, 20, 25, 30, 40, 60]),
                                      r.randint(8, 400))  # fmt: skip
