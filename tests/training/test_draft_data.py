@@ -75,3 +75,34 @@ def test_the_shard_refuses_other_settings_and_prompts_without_its_prefix(tmp_pat
         s.append([shard.Reply.ask("Hi?", [4, 2, 3]).done([2], True)], 2)
     with pytest.raises(shard.ShardError, match="manifest"):
         shard.Shard.load(tmp_path / "nowhere")
+
+
+def test_features_from_the_shard_are_what_gen_records(engine, tmp_path) -> None:
+    """The shard keeps ids only; the features recomputed from it are those draft_gen
+    records while answering (the fit stage's input): the prompt's rows before its last
+    bit for bit, the rest within rounding (one multi-row pass here, as a verify pass
+    computes them; the prompt's pass then one row per pass there)."""
+    import torch
+
+    from voicepipe.config import Config
+    from voicepipe.training.draft_data import batched_replies, served_prompts
+    from voicepipe.training.draft_features import export
+    from voicepipe.training.draft_gen import generate_one
+
+    prefix, render = served_prompts(Config(), engine)
+    stop = set(engine.tokenizer.stop_ids)
+    jobs = [shard.Reply.ask(q, render(q)) for q in ("What is fog?", "Name a blue fruit.")]
+    got = list(batched_replies(engine, jobs, 2, 12, stop))
+    src = tmp_path / "shard"
+    s = shard.Shard.open(src, shard.Manifest("smollm2-135m", "int4", prefix, 12, sorted(stop)))
+    s.append(got, len(prefix))
+    assert export(src, tmp_path / "gen", max_len=512) == 1
+    assert export(src, tmp_path / "gen", max_len=512) == 0  # converted parts are skipped
+    samples = torch.load(tmp_path / "gen" / "gen_0000.pt", weights_only=True)
+    for r, smp in zip(got, samples, strict=True):
+        ref = generate_one(engine.model, r.prompt, 12, stop)
+        assert torch.equal(smp["tokens"], ref["tokens"]) and smp["prompt_len"] == len(r.prompt)
+        p = len(r.prompt) - 1
+        assert torch.equal(smp["feats"][:p], ref["feats"][:p])
+        cos = torch.cosine_similarity(smp["feats"][p:].float(), ref["feats"][p:].float(), dim=-1)
+        assert smp["feats"].shape == ref["feats"].shape and bool((cos > 0.99).all()), cos

@@ -13,8 +13,9 @@ Prompts are rendered as a served session's first turn renders them (``LlmStage``
 serving system prompt, and the tools block where the template shows tools), and every
 row copies the system prompt's keys and values from the prefix cache.
 
-The shard (``shard``) holds token ids only, small enough to commit: target features are
-recomputed by whatever trains on it. A killed job resumes where it stopped: prompts whose
+The shard (``draft_shard``) holds token ids only, small enough to commit; ``--features``
+recomputes the target's features along it as ``train draft --stage fit`` reads them
+(``draft_features``). A killed job resumes where it stopped: prompts whose
 id is in the shard are skipped.
 """
 
@@ -161,6 +162,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = args.config
     model = args.model or cfg.llm.model
     out = Path(args.out) if args.out else shard.default_dir(model)
+    if args.features:  # the trainer's input from the shard: no generation
+        from voicepipe.training.draft_features import export
+
+        n = export(out, Path(args.features), args.max_len)
+        print(f"{n} gen files written to {args.features}", flush=True)
+        return 0
     eng = _engine(cfg, model, args.max_len)
     prefix, render = served_prompts(cfg, eng)
     eng.share_prefix(prefix)  # computed once; every row copies it
@@ -241,6 +248,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="instead: decode the first N prompts batched and one at a time, print both "
         "rates and whether the replies are token-identical (JSON); writes nothing",
+    )
+    p.add_argument(
+        "--features",
+        default="",
+        metavar="DIR",
+        help="instead: recompute the target's features along the shard's replies into DIR "
+        "as train draft's gen files (gen_NNNN.pt, one per shard part; for --stage fit "
+        "--data DIR); parts already converted are skipped",
     )
     p.set_defaults(func=_handler)
 

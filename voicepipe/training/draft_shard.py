@@ -141,19 +141,24 @@ class Shard:
     def replies(self) -> Iterator[Reply]:
         """Every reply, whole prompt restored, first of each id only."""
         seen: set[str] = set()
-        pre = list(self.meta.prefix)
         for part in self.parts():
-            with np.load(part) as z:  # no pickle: plain arrays only
-                pb, rb = z["prompt_bounds"], z["reply_bounds"]
-                prompt, reply = z["prompt"], z["reply"]
-                for i, (pid, q, ended) in enumerate(
-                    zip(z["pid"], z["question"], z["ended"], strict=True)
-                ):
-                    if str(pid) in seen:
-                        continue
-                    seen.add(str(pid))
-                    p = pre + prompt[pb[i] : pb[i + 1]].tolist()
-                    yield Reply(str(pid), str(q), p, reply[rb[i] : rb[i + 1]].tolist(), bool(ended))
+            for r in self.replies_of(part, self.meta.prefix):
+                if r.pid not in seen:
+                    seen.add(r.pid)
+                    yield r
+
+    @staticmethod
+    def replies_of(part: Path, prefix: list[int]) -> Iterator[Reply]:
+        """One part's replies, whole prompts restored (``prefix`` + the stored rest)."""
+        pre = list(prefix)
+        with np.load(part) as z:  # no pickle: plain arrays only
+            pb, rb = z["prompt_bounds"], z["reply_bounds"]
+            prompt, reply = z["prompt"], z["reply"]
+            for i, (pid, q, ended) in enumerate(
+                zip(z["pid"], z["question"], z["ended"], strict=True)
+            ):
+                p = pre + prompt[pb[i] : pb[i + 1]].tolist()
+                yield Reply(str(pid), str(q), p, reply[rb[i] : rb[i + 1]].tolist(), bool(ended))
 
     def ids(self) -> set[str]:
         out: set[str] = set()
