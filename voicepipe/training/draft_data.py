@@ -198,19 +198,26 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(eng: Any, jobs: list[shard.Reply], args: argparse.Namespace, stop: set[int]) -> int:
     """Batched and one-at-a-time replies to the same prompts, same process: rates and
-    whether every reply is token-identical (JSON; exit 1 if not)."""
+    whether every reply is token-identical (JSON; exit 1 if not). The prompts are run in
+    two halves, batched then single, then single then batched (ABBA), so a load that
+    rises or falls over the run weighs on both alike."""
     import os
 
     res: dict[str, Any] = {"model": args.model or args.config.llm.model, "prompts": len(jobs),
                            "rows": args.rows, "max_new": args.max_new}  # fmt: skip
-    got: dict[str, list[shard.Reply]] = {}
-    for name, gen in (
-        ("batched", lambda: batched_replies(eng, jobs, args.rows, args.max_new, stop)),
-        ("single", lambda: single_replies(eng, jobs, args.max_new, stop)),
-    ):
-        t = time.perf_counter()
-        got[name] = list(gen())
-        dt = time.perf_counter() - t
+    runs = {
+        "batched": lambda js: batched_replies(eng, js, args.rows, args.max_new, stop),
+        "single": lambda js: single_replies(eng, js, args.max_new, stop),
+    }
+    got: dict[str, list[shard.Reply]] = {"batched": [], "single": []}
+    secs = {"batched": 0.0, "single": 0.0}
+    half = (len(jobs) + 1) // 2
+    for part, order in ((jobs[:half], ("batched", "single")), (jobs[half:], ("single", "batched"))):
+        for name in order:
+            t = time.perf_counter()
+            got[name] += list(runs[name](part))
+            secs[name] += time.perf_counter() - t
+    for name, dt in secs.items():
         n = sum(len(r.reply) for r in got[name])
         res[name] = {"tokens": n, "time_s": round(dt, 2), "tok_s": round(n / dt, 2),
                      "replies_h": round(len(jobs) / dt * 3600)}  # fmt: skip
