@@ -250,3 +250,14 @@ def test_sampled_speculation_ignores_siblings() -> None:
     dec = SpeculativeDecoder(target, RunnerUpProposer(Q2.mean(axis=0)), sp, k=2)
     out = [t for step in dec.generate([0, 1], 20) for t in step]
     assert len(out) == 20 and dec.metrics.siblings == 0
+
+
+def test_metrics_count_passes_by_accepted_draft_tokens() -> None:
+    a, b = SpecMetrics(), SpecMetrics()
+    for drafted, accepted in ((3, 0), (3, 3), (0, 0), (2, 1)):
+        a.record(drafted, accepted)
+    b.record(4, 4)
+    a.merge(b)
+    assert a.accept_hist == [2, 1, 0, 1, 1]  # the undrafted pass counts in 0
+    assert a.as_dict()["accept_hist"] == [2, 1, 0, 1, 1]
+    assert a.drafts == 4

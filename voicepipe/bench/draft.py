@@ -2,7 +2,7 @@
 
 Prompts: the held-out assistant-style prompts of ``training.draft_prompts``
 (never trained on, but from the training prompts' templates), or with
-``--prompts open`` its 30 hand-written ones from none of them, rendered with
+``--prompts open`` its 46 hand-written ones from none of them, rendered with
 the configured system prompt; or bench llm's grounded set. For every
 prompt the same loaded target decodes greedily without a drafter (plain) and
 with each drafter, in turn, in the same process, so load on the machine hits
@@ -15,7 +15,9 @@ prompts); ``speedup_decode``: the same over the decode phase only (first token t
 last: the prompt's prefill is the same work with or without a drafter);
 ``tok_s``; acceptance counters of ``spec.metrics.SpecMetrics``
 (acceptance by draft position, mean accepted length = tokens per verifying
-pass, time in propose / score / verify; siblings verified and taken);
+pass, time in propose / score / verify; siblings verified and taken;
+``accept_hist``: how many target passes accepted 0, 1, 2, … draft tokens, passes
+without a draft counted in 0);
 ``vocab_coverage`` = share of the plain replies' tokens inside the draft's
 reduced vocabulary; for a hybrid, ``ngram_steps`` / ``store_steps``: passes
 drafted by prompt lookup / the reply store. ``--siblings 0.05,off`` runs each
@@ -105,11 +107,11 @@ def run(args: argparse.Namespace) -> int:
     if args.prompts == "grounded":  # bench llm's input-grounded set (quote, summarise)
         from voicepipe.bench.llm import PROMPTS
 
-        prompts = PROMPTS["grounded"][: args.n]
+        prompts = PROMPTS["grounded"][: args.n or None]
     elif args.prompts == "open":  # hand-written, from none of the training templates
-        prompts = OPEN_PROMPTS[: args.n]
+        prompts = OPEN_PROMPTS[: args.n or None]
     else:
-        prompts = heldout_prompts(args.n)
+        prompts = heldout_prompts(args.n or 40)
     system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
 
     def msgs(q: str) -> list[dict]:
@@ -246,13 +248,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma list: EAGLE draft names / checkpoint paths, 'ngram', or "
         "'ngram+<draft>' (default: the configured llm.drafter)",
     )
-    p.add_argument("--n", type=int, default=40, help="held-out prompts (default 40)")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=0,
+        help="prompts (default 0: the whole set; assistant: 40)",
+    )
     p.add_argument(
         "--prompts",
         choices=("assistant", "grounded", "open"),
         default="assistant",
         help="held-out assistant-style prompts (default), bench llm's input-grounded ones (4), "
-        "or 30 hand-written open questions from none of the training templates",
+        "or 46 hand-written open questions from none of the training templates",
     )
     p.add_argument("--k", type=int, default=2, help="initial draft length K (default 2)")
     p.add_argument(

@@ -15,7 +15,9 @@ class SpecMetrics:
     target_passes: every target pass (the prompt's, when it chose the first
     token, and each step's); tokens: tokens emitted. A sibling (a draft
     tree's leaf) counts as accepted at its position when taken; siblings /
-    sibling_hits: siblings verified / taken. time_*_ns: wall time inside the
+    sibling_hits: siblings verified / taken. accept_hist[k]: target passes after
+    prefill that accepted k draft tokens, passes that verified no draft included in
+    accept_hist[0] (there are steps - drafts of those). time_*_ns: wall time inside the
     proposer's ``propose``, the target's ``score`` (model pass), and
     acceptance + rollback.
     """
@@ -30,11 +32,15 @@ class SpecMetrics:
     sibling_hits: int = 0
     by_pos_drafted: list[int] = field(default_factory=list)
     by_pos_accepted: list[int] = field(default_factory=list)
+    accept_hist: list[int] = field(default_factory=list)
     time_propose_ns: int = 0
     time_score_ns: int = 0
     time_verify_ns: int = 0
 
     def record(self, n_drafted: int, n_accepted: int) -> None:
+        if n_accepted >= len(self.accept_hist):
+            self.accept_hist += [0] * (n_accepted + 1 - len(self.accept_hist))
+        self.accept_hist[n_accepted] += 1
         if n_drafted == 0:
             return
         self.drafts += 1
@@ -90,8 +96,15 @@ class SpecMetrics:
         self.by_pos_accepted = [
             a + b for a, b in zip(pad(self.by_pos_accepted), pad(o.by_pos_accepted), strict=True)
         ]
+        h = max(len(self.accept_hist), len(o.accept_hist))
+        self.accept_hist = [
+            (self.accept_hist[i] if i < len(self.accept_hist) else 0)
+            + (o.accept_hist[i] if i < len(o.accept_hist) else 0)
+            for i in range(h)
+        ]
 
     def as_dict(self) -> dict[str, float | int | list[float]]:
+        hist: list[float] = list(self.accept_hist)  # (counts: ints in the JSON)
         return {
             "drafts": self.drafts,
             "drafted": self.drafted,
@@ -104,6 +117,7 @@ class SpecMetrics:
             "acceptance_rate": round(self.acceptance_rate, 4),
             "mean_accepted_len": round(self.mean_accepted_len, 4),
             "accept_by_pos": [round(x, 4) for x in self.accept_by_pos],
+            "accept_hist": hist,
             "time_propose_ms": round(self.time_propose_ns / 1e6, 3),
             "time_score_ms": round(self.time_score_ns / 1e6, 3),
             "time_verify_ms": round(self.time_verify_ns / 1e6, 3),

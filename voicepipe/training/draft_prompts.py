@@ -495,6 +495,24 @@ OPEN_PROMPTS = [
     "What's the capital of Australia?",
     "What rhymes with orange?",
     "How can I be more productive in the morning?",
+    # Written later, in other styles (rambling, terse, several parts, spoken asides),
+    # so the open set is large enough to trust (bench draft --prompts open).
+    "ok so my sourdough starter smells like nail polish, is it dead or what",
+    "Which planet has the most moons right now?",
+    "I've got twenty minutes and a bag of flour. Impress me.",
+    "Is it rude to recline my seat on a plane?",
+    "What's the story behind the name of the day Wednesday?",
+    "How do vaccines teach the body to fight a disease?",
+    "My grandpa keeps calling the fridge the icebox. Where does that come from?",
+    "Give me two arguments for and two against school uniforms.",
+    "Why does my voice crack when I'm nervous?",
+    "How do I say no to my boss without sounding lazy?",
+    "What makes a diamond so hard?",
+    "Help me remember the order of the planets with a silly sentence.",
+    "Do fish ever sleep?",
+    "umm what's the tallest building in the world and how tall is it",
+    "If I leave a cast iron skillet wet overnight, is it ruined?",
+    "Why do we say bless you when someone sneezes?",
 ]
 
 

@@ -1,0 +1,61 @@
+"""The target's features along a draft-data shard's replies, as `train draft`'s gen files.
+
+The shard (``draft_shard``) keeps token ids only; ``train draft --stage fit`` reads
+``gen_NNNN.pt`` files whose samples carry the target's feature at every position
+(``draft_gen``). This recomputes them with one prefill per reply on the serving
+target (fused int4), the shared system prompt's rows computed once and reused. A
+prompt's rows but its last equal ``draft_gen.generate_one``'s bit for bit; the rest come from
+one multi-row pass, as a verify pass computes them at inference, where generate_one runs
+one row per pass: on this kernel build they differ by rounding (cosine > 0.99).
+One gen file per shard part (parts never change once written), so a later run
+converts only the parts that are new.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from voicepipe.training import draft_shard as shard
+
+
+def sample(ft: Any, r: shard.Reply) -> dict[str, Any]:
+    """``draft_gen``'s sample for one reply: tokens, prompt length, feats[i] the feature
+    whose logits score tokens[i+1], and a prompt index from the prompt id."""
+    import torch
+
+    toks = r.prompt + r.reply
+    ft.prefill(toks[:-1])  # rows 0 … n-2: the prompt's common prefix with the last is kept
+    return {
+        "tokens": torch.tensor(toks, dtype=torch.int32),
+        "prompt_len": len(r.prompt),
+        "feats": ft.feats[: len(toks) - 1].to(torch.float16).clone(),
+        "prompt_index": int(r.pid[:15], 16),  # (fit holds out by it: unique per prompt)
+    }
+
+
+def export(src: Path, out: Path, max_len: int = 1024) -> int:
+    """Write ``out/gen_NNNN.pt`` for every part of the shard at ``src`` that has none;
+    returns how many were written."""
+    import torch
+
+    from voicepipe.nn.llm.draft_spec import FeatureTarget
+    from voicepipe.nn.llm.engine import gguf_path, shared_model
+
+    sh = shard.Shard.load(src)
+    m, _ = shared_model(gguf_path(sh.meta.model), sh.meta.weights, max_len)
+    ft = FeatureTarget(m, max_len)
+    ft.prefixes = None  # the previous reply's prompt is the prefix store here
+    out.mkdir(parents=True, exist_ok=True)
+    done = 0
+    for part in sh.parts():
+        path = out / f"gen_{int(part.stem.split('_')[1]):04d}.pt"
+        if path.exists():
+            continue
+        samples = [sample(ft, r) for r in shard.Shard.replies_of(part, sh.meta.prefix)]
+        tmp = path.with_suffix(".tmp")
+        torch.save(samples, tmp)
+        tmp.rename(path)  # never half a file under the final name
+        done += 1
+        print(f"{path.name}: {len(samples)} replies", flush=True)
+    return done
