@@ -45,13 +45,16 @@ def served_prompts(cfg: Any, engine: Any) -> tuple[list[int], Callable[[str], li
     """(the prefix every served first turn starts with, question -> the served prompt's
     ids): rendered by the LLM stage itself, so the data sees what a session sends."""
     from voicepipe.stages.llm.engine import system_prefix
+    from voicepipe.stages.llm.local import LocalEngine
     from voicepipe.stages.llm.stage import LlmStage
 
     st = LlmStage(cfg, engine)  # an engine given: tools and system prompt set up now
-    prefix = system_prefix(engine.tokenizer, st.system_text(), st._specs)  # noqa: SLF001
+    conv, backend = st.conversation, st.backend
+    assert isinstance(backend, LocalEngine)  # an engine was given: the local backend
+    prefix = system_prefix(engine.tokenizer, conv.system_text(), conv.specs)
 
     def render(question: str) -> list[int]:
-        ids = st._prompt(question)  # noqa: SLF001 - exactly the stage's rendering
+        ids = backend.prompt(question)  # exactly the stage's rendering
         if ids[: len(prefix)] != prefix:
             raise ValueError(f"prompt for {question!r} does not start with the system prefix")
         return ids
