@@ -124,6 +124,11 @@ class LlmStage(Stage):
     def tools(self) -> Toolbox | None:
         return self.toolset.box
 
+    def system_text(self) -> str:
+        """The system prompt as settled in start() (the Realtime endpoint reports it as the
+        session's instructions, looking for this method on the pipeline's stages)."""
+        return self.conversation.system_text()
+
     def set_heard(self, turn: int, text: str) -> bool:
         """Replace a cut-off reply with what the user actually heard (core/turns/heard.py);
         False when the turn's reply is no longer in the conversation."""
