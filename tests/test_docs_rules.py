@@ -18,7 +18,7 @@ PAGES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
 README_MAX_LINES = 200
 # The word, then a number (with a space, a hyphen or "#" between): a number in a tracker
 # the repository does not have.
-TRACKER_REF = re.compile(r"\b[Ii]ssue[ -]?#?[0-9]+")
+TRACKER_REF = re.compile(r"\b[Ii]ssue[ -]?#?\d+")
 # A command line in an indented (4 spaces) or fenced block; a wrapper such as
 # `nice -n 10` or `taskset -c 1` may come first.
 BENCH_COMMAND = re.compile(r"^(?: {4}|\t)(?:[\w=$./-]+ )*voicepipe bench \S", re.M)

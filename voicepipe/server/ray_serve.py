@@ -11,7 +11,7 @@ once and keeps its sessions local; its session ids start with its replica id.
 
 Start-up: the ingress listens at once, replicas come later. The first replica (none of the
 deployment running yet) joins the ingress before its models are in, answering /readyz and
-every session 503 ``loading`` with Retry-After until they are; a later one (scale-up,
+each new session with 503 ``loading`` and Retry-After until they are; a later one (scale-up,
 redeploy) loads in its constructor, so Serve sends it nothing until it can serve. Before
 any replica is up, Serve's Python proxy answers 503 ``starting`` (ray_proxy.NotDeployedYet);
 its HAProxy ingress answers 404 (docs/DEPLOY.md).
