@@ -6,8 +6,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 BASE   := $(VENV)/.base
 STAMP  := $(VENV)/.installed
-PIP    := $(BIN)/pip install -q --disable-pip-version-check
-# Two jobs: the model downloads run beside the installs (two cores, mostly waiting on I/O).
+PIP    := $(BIN)/pip install -q --disable-pip-version-check --no-compile
+# --no-compile: byte-compiling torch alone at install costs 13 s of CPU; Python compiles what
+# it imports on first use. Two jobs: the model downloads run beside the installs.
 MAKEFLAGS += -j2 --no-print-directory
 
 .PHONY: setup fetch models run test lint clean
