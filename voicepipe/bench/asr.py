@@ -230,7 +230,8 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
         pcm, sr = read_clip(clips_dir / c["file"])
         audio_s += len(pcm) / sr
         # The energy onset is only meaningful on clean clips (noise crosses -40 dBFS).
-        r = await _realtime(cfg, asr, pcm, sr, onset=c["kind"] in ("utterance", "stream"))
+        clean = c["kind"] in ("utterance", "stream") and not c.get("noise")
+        r = await _realtime(cfg, asr, pcm, sr, onset=clean)
         final_ms += r["final_ms"]
         since_ms += r["since_end_ms"]
         start_ms += r["start_ms"]
@@ -242,6 +243,7 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
             rt_refs.append(" ".join(c["finals"]))
             rt_hyps.append(r["text"])
         log(f"  real time {c['file']}: asr.final {[round(x) for x in r['final_ms']]} ms")
+        log(f"    {r['text']!r}")
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     partial = [(a, s) for k, a, s in decodes if k == "partial"]
@@ -252,6 +254,8 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
         "window_pad_s": cfg.asr.window_pad_s,
         "end_silence_ms": cfg.vad.end_silence_ms,
         "early_final_ms": cfg.asr.early_final_ms,
+        "tail_ms": cfg.asr.tail_ms,
+        "partial_beam_size": cfg.asr.partial_beam_size,
         "beam_size": cfg.asr.beam_size,
         "set": clips_dir.name,
         "clips": len(clips),
