@@ -56,6 +56,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
+        "--accuracy-only",
+        action="store_true",
+        help="only the lockstep and whole-file passes (no real-time pass)",
+    )
+    p.add_argument(
         "--set",
         dest="clip_set",
         choices=sorted(SETS),
@@ -182,7 +187,7 @@ async def _realtime(cfg, asr, pcm, sr: int, onset: bool) -> dict:
     }
 
 
-async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
+async def _bench(cfg, clips_dir, quick: bool, log, accuracy_only: bool = False) -> dict:
     import asyncio
     import resource
     from pathlib import Path
@@ -201,6 +206,7 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
     from voicepipe.audio import resample
 
     refs, hyps, whole, false_tx = [], [], [], 0
+    whole_s = whole_audio_s = 0.0
     for c in clips:
         pcm, sr = read_clip(clips_dir / c["file"])
         stage = AsrStage(cfg, asr=asr, partials=False)
@@ -213,10 +219,32 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
             hyps.append(text)
             one = await asyncio.to_thread(asr.transcribe, resample(pcm, sr, 16000))
             whole.append(one.text)
+            whole_s += one.seconds
+            whole_audio_s += one.audio_s
         else:
             false_tx += bool(text)
         log(f"  {c['file']}: {text!r}")
 
+    accuracy = {
+        "model": cfg.asr.model,
+        "compute_type": cfg.asr.compute_type,
+        "threads": cfg.asr.threads,
+        "beam_size": cfg.asr.beam_size,
+        "partial_beam_size": cfg.asr.partial_beam_size,
+        "window_pad_s": cfg.asr.window_pad_s,
+        "end_silence_ms": cfg.vad.end_silence_ms,
+        "early_final_ms": cfg.asr.early_final_ms,
+        "tail_ms": cfg.asr.tail_ms,
+        "set": clips_dir.name,
+        "clips": len(clips),
+        "wer": round(wer(refs, hyps), 4),
+        "wer_whole_file": round(wer(refs, whole), 4),
+        # one whole-clip decode's seconds per audio second: the model's own cost
+        "whole_file_rtf": round(whole_s / max(whole_audio_s, 1e-9), 4),
+        "false_transcripts": false_tx,
+    }
+    if accuracy_only:
+        return accuracy
     rt_clips = clips
     if quick:
         quick_set = QUICK.get(clips_dir.name, ())
@@ -248,21 +276,8 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
     cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     partial = [(a, s) for k, a, s in decodes if k == "partial"]
     return {
-        "model": cfg.asr.model,
-        "compute_type": cfg.asr.compute_type,
-        "threads": cfg.asr.threads,
-        "window_pad_s": cfg.asr.window_pad_s,
-        "end_silence_ms": cfg.vad.end_silence_ms,
-        "early_final_ms": cfg.asr.early_final_ms,
-        "tail_ms": cfg.asr.tail_ms,
-        "partial_beam_size": cfg.asr.partial_beam_size,
-        "beam_size": cfg.asr.beam_size,
-        "set": clips_dir.name,
-        "clips": len(clips),
-        "wer": round(wer(refs, hyps), 4),
-        "wer_whole_file": round(wer(refs, whole), 4),
+        **accuracy,
         "wer_realtime": round(wer(rt_refs, rt_hyps), 4) if rt_refs else None,
-        "false_transcripts": false_tx,
         "realtime_clips": len(rt_clips),
         "audio_s": round(audio_s, 2),
         "asr_final_ms": _pct(final_ms),
@@ -285,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
     clips = args.clips or str(registry.REPO_ROOT / "tests" / "data" / SETS[args.clip_set])
     log = (lambda *_: None) if args.json else (lambda m: print(m, file=sys.stderr))
     try:
-        result = asyncio.run(_bench(args.config, clips, args.quick, log))
+        result = asyncio.run(_bench(args.config, clips, args.quick, log, args.accuracy_only))
     except registry.ModelError as e:
         print(f"voicepipe bench asr: {e}", file=sys.stderr)
         return 1
