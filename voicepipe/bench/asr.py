@@ -12,7 +12,9 @@ Two passes:
    ``voicepipe.core.text.wer.normalize``), ``false_transcripts`` = finals produced
    on the silence / noise clips.
    ``wer_whole_file``: the same model decoding each clip whole, in one call (no VAD,
-   no endpoint): what the streaming path would reach if it cut nothing.
+   no endpoint): what the streaming path would reach if it cut nothing;
+   ``whole_file_rtf`` its decode seconds per audio second; ``wer_by``: the streamed
+   WER per voice and per noise kind (clips whose manifest names them).
 2. Latency, real time (its finals give ``wer_realtime``, the text a live session
    gets): each clip streamed in 20 ms frames through a real
    ``Pipeline([AsrStage])``, each frame sent when its last sample would have
@@ -207,6 +209,7 @@ async def _bench(cfg, clips_dir, quick: bool, log, accuracy_only: bool = False) 
 
     refs, hyps, whole, false_tx = [], [], [], 0
     whole_s = whole_audio_s = 0.0
+    groups: dict[str, tuple[list[str], list[str]]] = {}  # streamed WER by voice, by noise
     for c in clips:
         pcm, sr = read_clip(clips_dir / c["file"])
         stage = AsrStage(cfg, asr=asr, partials=False)
@@ -217,6 +220,11 @@ async def _bench(cfg, clips_dir, quick: bool, log, accuracy_only: bool = False) 
         if c["finals"]:
             refs.append(" ".join(c["finals"]))
             hyps.append(text)
+            for key in ("voice", "noise"):
+                if key in c:
+                    groups.setdefault(f"{key}:{c[key]}", ([], []))
+                    groups[f"{key}:{c[key]}"][0].append(refs[-1])
+                    groups[f"{key}:{c[key]}"][1].append(text)
             one = await asyncio.to_thread(asr.transcribe, resample(pcm, sr, 16000))
             whole.append(one.text)
             whole_s += one.seconds
@@ -242,6 +250,7 @@ async def _bench(cfg, clips_dir, quick: bool, log, accuracy_only: bool = False) 
         # one whole-clip decode's seconds per audio second: the model's own cost
         "whole_file_rtf": round(whole_s / max(whole_audio_s, 1e-9), 4),
         "false_transcripts": false_tx,
+        "wer_by": {k: round(wer(r, h), 4) for k, (r, h) in sorted(groups.items())},
     }
     if accuracy_only:
         return accuracy
