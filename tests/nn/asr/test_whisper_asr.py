@@ -52,3 +52,14 @@ def test_loop_helpers():
     assert not repeats("one two three four five six")
     assert periodic("Hello Hello") and periodic("bye bye bye") and not periodic("Hello.")
     assert cut_loop("bye bye") == "bye bye"  # too short to call a loop: only retried
+
+
+def test_beam_size_per_call(asr):
+    """Finals may search a beam while partials stay greedy on the same instance."""
+    pcm, _ = read_wav(DATA / "utt03.wav")
+    greedy = asr.transcribe(pcm, beam_size=1)
+    beam = asr.transcribe(pcm, beam_size=5)
+    assert wer("How many days are there in a leap year?", beam.text) <= 0.25
+    assert greedy.text and beam.text
+    with pytest.raises(ValueError, match="beam_size"):
+        asr.transcribe(pcm, beam_size=0)

@@ -170,7 +170,7 @@ class WhisperAsr:
         want = n_frames + round(pad_s * FRAMES_PER_S)
         return min(FULL_FRAMES, -(-want // FRAMES_PER_S) * FRAMES_PER_S)
 
-    def _run(self, mel: np.ndarray, frames: int, max_tokens: int):
+    def _run(self, mel: np.ndarray, frames: int, max_tokens: int, beam_size: int):
         import ctranslate2
 
         n = mel.shape[-1]
@@ -181,7 +181,7 @@ class WhisperAsr:
         res = self.ct2.generate(
             enc,
             [self.prompt],
-            beam_size=self.beam_size,
+            beam_size=beam_size,
             max_length=len(self.prompt) + max_tokens,
             return_scores=True,
             return_no_speech_prob=True,
@@ -195,15 +195,20 @@ class WhisperAsr:
         avg_logprob = res.scores[0] * len(tokens) / (len(tokens) + 1) if res.scores else 0.0
         return text, float(res.no_speech_prob), float(avg_logprob), t1 - t0, t2 - t1
 
-    def transcribe(self, pcm: np.ndarray, *, retry: bool = True) -> Hypothesis:
+    def transcribe(
+        self, pcm: np.ndarray, *, retry: bool = True, beam_size: int | None = None
+    ) -> Hypothesis:
         """Text of one utterance (16 kHz mono float32), or "" if Whisper hears no speech.
 
         A decode that loops is redone once with a 2 s longer window (loops depend on the
         exact window; measured on prefixes of the test clips: ~6% loop at any one pad),
         and whatever still loops is cut where the loop begins (the loop restarts the
         utterance, so the text before it is the transcript). ``retry=False`` (partials)
-        only cuts.
+        only cuts. ``beam_size`` overrides the instance's (partials decode greedily).
         """
+        beam = self.beam_size if beam_size is None else beam_size
+        if beam < 1:
+            raise ValueError(f"beam_size must be >= 1, got {beam}")
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
         audio_s = len(pcm) / SAMPLE_RATE
         x = np.concatenate(
@@ -218,12 +223,12 @@ class WhisperAsr:
             mel = self.features(x)[:, :-1]  # (80, T); the last frame covers only padding
             frames = self._window_frames(mel.shape[-1], self.pad_s)
             max_tokens = min(220, int(TOKENS_PER_S * audio_s) + 10)
-            text, nsp, lp, te, td = self._run(mel, frames, max_tokens)
+            text, nsp, lp, te, td = self._run(mel, frames, max_tokens, beam)
             retried = False
             if retry and (repeats(text) or periodic(text)) and frames < FULL_FRAMES:
                 log.debug("decode loop in a %.0f s window, retrying: %r", frames / 100, text)
                 frames = self._window_frames(mel.shape[-1], self.pad_s + 2.0)
-                text, nsp, lp, te2, td2 = self._run(mel, frames, max_tokens)
+                text, nsp, lp, te2, td2 = self._run(mel, frames, max_tokens, beam)
                 te, td, retried = te + te2, td + td2, True
         text = cut_loop(text)
         speech = nsp <= self.no_speech_threshold and any(c.isalnum() for c in text)
