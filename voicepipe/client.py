@@ -442,6 +442,11 @@ class ClientSession:
             return
         assert isinstance(ack, P.HelloAck)
         self.res.session_id, self.res.output_sample_rate = ack.session_id, ack.output_sample_rate
+        if self.echo is not None and self.echo.out_rate != ack.output_sample_rate:
+            raise ValueError(
+                f"echo path built for {self.echo.out_rate} Hz, the server sends "
+                f"{ack.output_sample_rate} Hz: ask for output_sample_rate={self.echo.out_rate}"
+            )
         self.playout = make_playout(self.playout_name, self.cfg, ack.output_sample_rate)
         tasks = [
             asyncio.create_task(self._send(ws)),
@@ -593,6 +598,8 @@ class ClientSession:
             due = t0 + k * block * 1_000_000_000 // rate
             if (wait := (due - now_ns()) / 1e9) > 0:
                 await asyncio.sleep(wait)
+            else:
+                await asyncio.sleep(0)  # behind schedule: catch up, but never starve the loop
             played = playout.pull(block, due)
             if self.echo is not None:
                 self.echo.played(played)
