@@ -140,7 +140,12 @@ def _overlap(res: Any, first: int) -> dict[str, Any]:
         "interrupt_ms": delay,
         "later_turns": [t.transcript for t in later],
         "answered_later": sum(1 for t in later if t.reply_text.strip()),
-        "verdicts": [s.attrs.get("verdict") for s in res.spans if s.name == "turns.overlap"],
+        "reply": reply.reply_text if reply is not None else "",
+        "verdicts": [
+            [s.attrs.get("verdict"), s.attrs.get("text", "")]
+            for s in res.spans
+            if s.name == "turns.overlap"
+        ],
         "error": res.error,
     }
 
