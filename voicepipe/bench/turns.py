@@ -131,7 +131,9 @@ def _overlap(res: Any, first: int) -> dict[str, Any]:
     turns = _answered(res)
     reply = res.turns.get(first)
     later = [t for t in turns if t.turn_id > first]
-    cut = [at for t, at in res.interrupts if t > first]
+    # (an interrupt before the barge-in began was the echo's, not the user's)
+    began = res.barge_in_ns if res.barge_in_ns is not None else 0
+    cut = [at for t, at in res.interrupts if t > first and at >= began]
     delay = None
     if cut and res.barge_in_ns is not None:
         delay = round((cut[0] - res.barge_in_ns) / 1e6, 1)

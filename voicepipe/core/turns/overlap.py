@@ -52,6 +52,8 @@ BACKCHANNEL_WORDS = frozenset(
 BACKCHANNEL_PHRASES = frozenset(
     {("i", "see"), ("got", "it"), ("all", "right"), ("makes", "sense"), ("of", "course")}
 )
+# Hums however Whisper spells them: "Mmmm", "Hmmm", "Mhmm", "Uhhh", "Ahh", "Ohh".
+_HUM = re.compile(r"(?:u*h*m+h*m*|h+m+|m+h+m+|u+h+|a+h+|o+h+)")
 # Whisper's annotations of sounds that are not words: "(coughs)", "[Laughter]", "*sighs*".
 _NON_SPEECH = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪+")
 
@@ -66,7 +68,7 @@ def is_backchannel(words: list[str]) -> bool:
     """Every word belongs to a backchannel (single words or the two-word phrases)."""
     i = 0
     while i < len(words):
-        if words[i] in BACKCHANNEL_WORDS:
+        if words[i] in BACKCHANNEL_WORDS or _HUM.fullmatch(words[i]):
             i += 1
         elif tuple(words[i : i + 2]) in BACKCHANNEL_PHRASES:
             i += 2
