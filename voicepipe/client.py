@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +31,7 @@ from websockets.typing import Origin
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
+from voicepipe.core.playout.room import EchoPath
 from voicepipe.core.wire import protocol as P
 from voicepipe.core.wire.session_rules import ClientRules
 from voicepipe.tracing import E2E_VOICE_TO_VOICE, SpanRecord, Tracer
@@ -186,6 +188,8 @@ def make_playout(name: str, cfg: Config, sample_rate: int) -> Playout:
 # went away (1001 draining, 1012 replica lost: docs/PROTOCOL.md), or the connection dropped
 # with no close frame at all (1006).
 RECONNECT_CODES = frozenset({P.CLOSE_GOING_AWAY, 1006, P.CLOSE_REPLICA_LOST})
+# With an echo path, the mic stays open this long after the last reply played to the end.
+LISTEN_AFTER_S = 2.0
 RECONNECT_BACKOFF_S = 0.5  # times the number of reconnects so far
 # A 503 at the handshake (models still loading, a replica still starting: docs/PROTOCOL.md)
 # is tried again after the server's Retry-After, or with exponential backoff from
@@ -232,6 +236,8 @@ class SessionResult:
     # close_reason, at_ns (when the client saw the close).
     reconnects: list[dict[str, Any]] = field(default_factory=list)
     unavailable: int = 0  # handshakes answered 503 (and tried again) before this session
+    barge_in_ns: int | None = None  # when the barge-in's first sample was captured (sent)
+    interrupts: list[tuple[int, int]] = field(default_factory=list)  # (turn, arrival ns)
 
     def turn(self, t: int) -> TurnResult:
         return self.turns.setdefault(t, TurnResult(t))
@@ -313,6 +319,7 @@ class ClientSession:
         barge_in_after_s: float = 1.0,
         reconnect: int = 0,
         unavailable_wait_s: float = 60.0,
+        echo: EchoPath | None = None,
     ) -> None:
         if speed <= 0:
             raise ValueError("speed must be > 0")
@@ -335,6 +342,9 @@ class ClientSession:
         self.barge_in_after_s = barge_in_after_s
         self.reconnect = reconnect
         self.unavailable_wait_s = unavailable_wait_s
+        # A speakerphone: what the virtual speaker plays comes back into the mic (mixed into
+        # every frame sent), and the mic stays open until the replies have played.
+        self.echo = echo
         self._received_all = asyncio.Event()
         self.rules = ClientRules()  # what the server may send when (core/wire/session_rules.py)
 
@@ -432,6 +442,11 @@ class ClientSession:
             return
         assert isinstance(ack, P.HelloAck)
         self.res.session_id, self.res.output_sample_rate = ack.session_id, ack.output_sample_rate
+        if self.echo is not None and self.echo.out_rate != ack.output_sample_rate:
+            raise ValueError(
+                f"echo path built for {self.echo.out_rate} Hz, the server sends "
+                f"{ack.output_sample_rate} Hz: ask for output_sample_rate={self.echo.out_rate}"
+            )
         self.playout = make_playout(self.playout_name, self.cfg, ack.output_sample_rate)
         tasks = [
             asyncio.create_task(self._send(ws)),
@@ -457,7 +472,10 @@ class ClientSession:
         async def send(pcm: np.ndarray) -> None:
             nonlocal sent, seq
             for start in range(0, len(pcm), step):
-                chunk = P.pcm16_from_float(pcm[start : start + step])
+                block = pcm[start : start + step]
+                if self.echo is not None:
+                    block = block + self.echo.take(len(block))
+                chunk = P.pcm16_from_float(np.clip(block, -1.0, 1.0))
                 # Like a microphone: a frame exists only once its last sample was captured.
                 due = t0 + (sent + len(chunk)) * 1e9 / (self.rate * self.speed)
                 if (wait := (due - now_ns()) / 1e9) > 0:
@@ -478,8 +496,30 @@ class ClientSession:
                 give_up = now_ns() + int(self.timeout_s * 1e9)
                 while not self._reply_played(self.barge_in_after_s) and now_ns() < give_up:
                     await send(quiet)
+                self.res.barge_in_ns = round(t0 + sent * 1e9 / (self.rate * self.speed))
                 await send(self.barge_in)
+            if self.echo is not None:
+                await self._listen(send, np.zeros(step, np.float32))
             await ws.send(P.encode_message(P.EndInput()))
+
+    async def _listen(
+        self, send: Callable[[np.ndarray], Awaitable[None]], quiet: np.ndarray
+    ) -> None:
+        """An open mic (silence plus the echo) until every reply has played to the end and
+        nothing new began for ``LISTEN_AFTER_S``: a reply made of the assistant's own echo
+        would begin in that time."""
+        give_up = now_ns() + int(self.timeout_s * 1e9)
+        quiet_since: int | None = None
+        while now_ns() < give_up:
+            pl = self.playout
+            busy = pl is None or not pl.playouts or not all(r.done for r in pl.playouts.values())
+            if busy:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now_ns()
+            elif now_ns() - quiet_since > LISTEN_AFTER_S * 1e9:
+                return
+            await send(quiet)
 
     def _reply_played(self, seconds: float) -> bool:
         pl = self.playout
@@ -531,6 +571,7 @@ class ClientSession:
                     )
                 elif isinstance(msg, P.InterruptMsg):
                     playout.clear(upto_reply=msg.turn_id - 1)
+                    res.interrupts.append((msg.turn_id, now_ns()))
                 elif isinstance(msg, P.Error):
                     res.errors.append({"code": msg.code, "message": msg.message})
                 elif isinstance(msg, P.AlertMsg):
@@ -557,7 +598,11 @@ class ClientSession:
             due = t0 + k * block * 1_000_000_000 // rate
             if (wait := (due - now_ns()) / 1e9) > 0:
                 await asyncio.sleep(wait)
-            playout.pull(block, due)
+            else:
+                await asyncio.sleep(0)  # behind schedule: catch up, but never starve the loop
+            played = playout.pull(block, due)
+            if self.echo is not None:
+                self.echo.played(played)
             k += 1
             for t, pl in list(playout.playouts.items()):
                 state = (pl.first_play_ns is not None, bool(pl.done))

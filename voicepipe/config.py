@@ -112,6 +112,12 @@ class TurnsConfig:
     # dropped when it does not (or the user speaks on). See docs/BENCHMARKS.md (bench e2e).
     preempt: bool = True
     preempt_after_ms: int = 160
+    # Barge-in during a reply by words, not speech onset alone (core/turns/overlap.py): a
+    # backchannel ("mm-hmm", a cough) or the assistant's own echo lets the reply go on;
+    # false: any speech onset cuts the reply.
+    backchannel: bool = True
+    # Speech during a reply still undecided by its words after this long interrupts.
+    overlap_max_wait_ms: int = 1500
 
 
 @dataclass(frozen=True)

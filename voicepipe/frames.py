@@ -110,6 +110,17 @@ class ReplyHeard(SystemFrame):
     text: str
 
 
+@dataclass(kw_only=True)
+class ReplyWords(SystemFrame):
+    """Text the LLM sent to the TTS for reply ``turn_id``.
+
+    Sent upstream by the LLM to the barge-in stage: the words of the reply in flight are
+    its reference for telling the assistant's own echo from the user (core/turns/overlap.py).
+    """
+
+    text: str
+
+
 # ---------------------------------------------------------------- data frames
 
 

@@ -1,7 +1,8 @@
 """`voicepipe serve` (default): the whole assistant on the built-in default models.
 
     AudioIn ─► AsrStage (VAD, endpointing, partials, final)
-            ─► BargeIn (speech start → Interrupt of older turns)
+            ─► BargeIn (speech start → Interrupt of older turns; during a reply, by
+                        its words: a backchannel or echo lets it go on)
             ─► LlmStage (speculative decoding, clause chunker)
             ─► TTSStage (codec LM + β-tolerance speculative decoding → HiFi-GAN)
             ─► OutputStage (20 ms frames paced at real time) ─► client
@@ -36,7 +37,7 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
     return [
         AsrStage(cfg, turns=turns),
-        BargeIn(),
+        BargeIn(cfg.turns),
         LlmStage(cfg, turns=turns),
         TTSStage(cfg),
         OutputStage(cfg, session),

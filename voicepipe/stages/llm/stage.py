@@ -46,6 +46,7 @@ from voicepipe.frames import (
     Interrupt,
     MetricsFrame,
     ReplyHeard,
+    ReplyWords,
     Respond,
     SessionSetup,
     SpeechResumed,
@@ -110,6 +111,9 @@ class LlmStage(Stage):
     async def _out(self, frame: Frame) -> None:
         # (``push`` is wired after construction, by the pipeline: looked up at each frame)
         await self.push(frame)
+        if isinstance(frame, TextChunk) and frame.text.strip():
+            # The barge-in stage's echo reference: what the assistant is about to say.
+            await self.push_upstream(ReplyWords(turn_id=frame.turn_id, text=frame.text))
 
     # (what callers read of the parts)
     @property

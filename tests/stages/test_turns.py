@@ -1,0 +1,150 @@
+"""The barge-in stage: onset alone with no reply in flight; during a reply, by the words."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from tests.stages._frames import sink
+from voicepipe.config import TurnsConfig
+from voicepipe.frames import (
+    Frame,
+    InputEnd,
+    Interrupt,
+    PlaybackReport,
+    ReplyWords,
+    SpanFrame,
+    SpeechEnd,
+    SpeechStart,
+    TranscriptFinal,
+    TranscriptPartial,
+)
+from voicepipe.pipeline import Pipeline
+from voicepipe.stages import turns
+from voicepipe.stages.turns import BargeIn
+
+REPLY = "The capital of France is Paris, a city on the Seine."
+
+
+async def _run(frames: list[Frame], cfg: TurnsConfig | None = None) -> tuple[list[Frame], BargeIn]:
+    out: list[Frame] = []
+    stage = BargeIn(cfg)
+    p = Pipeline([stage], sink(out))
+    await p.start()
+    for f in frames:
+        await p.put(f)
+        await asyncio.sleep(0.01)  # system frames (ReplyWords) in the order given
+    await p.put(InputEnd())
+    for _ in range(500):
+        if any(isinstance(f, InputEnd) for f in out):
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    return out, stage
+
+
+def _question(turn: int = 1) -> list[Frame]:
+    """Turn ``turn`` asked a question; the LLM began its reply."""
+    return [
+        SpeechStart(turn_id=turn, media_ns=0),
+        SpeechEnd(turn_id=turn, media_ns=1),
+        TranscriptFinal(turn_id=turn, text="What is the capital of France?"),
+        ReplyWords(turn_id=turn, text=REPLY),
+    ]
+
+
+def _overlap(turn: int, partial: str, final: str) -> list[Frame]:
+    return [
+        SpeechStart(turn_id=turn, media_ns=5),
+        TranscriptPartial(turn_id=turn, text=partial),
+        SpeechEnd(turn_id=turn, media_ns=6),
+        TranscriptFinal(turn_id=turn, text=final),
+    ]
+
+
+def _interrupts(out: list[Frame]) -> list[int]:
+    return [f.turn_id for f in out if isinstance(f, Interrupt)]
+
+
+def _verdicts(out: list[Frame]) -> list[str]:
+    return [f.attrs["verdict"] for f in out if isinstance(f, SpanFrame)]
+
+
+async def test_a_turn_with_no_reply_in_flight_interrupts_at_onset() -> None:
+    out, _ = await _run(_question(1))
+    assert _interrupts(out) == [1]
+    kinds = [type(f) for f in out]
+    assert kinds.index(Interrupt) < kinds.index(SpeechStart)  # before any of the turn
+
+
+async def test_a_backchannel_during_a_reply_never_reaches_the_llm() -> None:
+    out, stage = await _run(_question(1) + _overlap(2, "Mm-hmm", "Mm-hmm."))
+    assert _interrupts(out) == [1]
+    assert not [f for f in out if f.turn_id == 2 and not isinstance(f, SpanFrame)]
+    assert _verdicts(out) == ["backchannel"]
+    assert stage.verdicts["backchannel"] == 1
+
+
+async def test_the_assistants_echo_never_reaches_the_llm() -> None:
+    out, _ = await _run(_question(1) + _overlap(2, "the capital of", "The capital of France is"))
+    assert _interrupts(out) == [1]
+    assert _verdicts(out) == ["echo"]
+    assert not [f for f in out if isinstance(f, TranscriptFinal) and f.turn_id == 2]
+
+
+async def test_an_interruption_cuts_the_reply_and_goes_on_as_a_turn() -> None:
+    out, _ = await _run(_question(1) + _overlap(2, "Wait, stop", "Wait, stop. I meant Spain."))
+    assert _interrupts(out) == [1, 2]
+    assert _verdicts(out) == ["interrupt"]
+    turn2 = [f for f in out if f.turn_id == 2 and not isinstance(f, SpanFrame | Interrupt)]
+    # Every held frame, in the ASR's order, after the Interrupt.
+    assert [type(f) for f in turn2] == [SpeechStart, TranscriptPartial, SpeechEnd, TranscriptFinal]
+    kinds = [(type(f), f.turn_id) for f in out]
+    assert kinds.index((Interrupt, 2)) < kinds.index((SpeechStart, 2))
+
+
+async def test_a_cough_with_no_words_is_a_backchannel() -> None:
+    cough = [SpeechStart(turn_id=2, media_ns=5), SpeechEnd(turn_id=2, media_ns=6, accepted=False)]
+    out, _ = await _run(_question(1) + cough)
+    assert _interrupts(out) == [1]
+    assert _verdicts(out) == ["backchannel"]
+
+
+async def test_speech_that_goes_on_undecided_interrupts_after_max_wait() -> None:
+    cfg = dataclasses.replace(TurnsConfig(), overlap_max_wait_ms=100)
+    frames = [*_question(1), SpeechStart(turn_id=2, media_ns=5)]
+    out: list[Frame] = []
+    stage = BargeIn(cfg)
+    p = Pipeline([stage], sink(out))
+    await p.start()
+    for f in frames:
+        await p.put(f)
+        await asyncio.sleep(0.01)
+    for _ in range(200):
+        if 2 in _interrupts(out):
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    assert _interrupts(out) == [1, 2]
+    assert _verdicts(out) == ["interrupt"]
+
+
+async def test_after_the_reply_played_a_yes_is_a_turn_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(turns, "ECHO_TAIL_NS", 0)  # no echo tail after the reply
+    done = PlaybackReport(
+        turn_id=1, reply_turn=1, played_samples=16000, sample_rate=16000, done=True
+    )
+    out, _ = await _run([*_question(1), done, *_overlap(2, "Yes", "Yes.")])
+    assert _interrupts(out) == [1, 2]
+    assert any(isinstance(f, TranscriptFinal) and f.turn_id == 2 for f in out)
+
+
+async def test_backchannel_off_restores_onset_barge_in() -> None:
+    cfg = dataclasses.replace(TurnsConfig(), backchannel=False)
+    out, _ = await _run(_question(1) + _overlap(2, "Mm-hmm", "Mm-hmm."), cfg)
+    assert _interrupts(out) == [1, 2]
+    assert any(isinstance(f, TranscriptFinal) and f.turn_id == 2 for f in out)

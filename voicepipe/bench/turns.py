@@ -1,0 +1,310 @@
+"""`voicepipe bench turns`: turn-taking as a user hears it, on the real server.
+
+A `voicepipe serve` process on loopback (bench/_serve.py) and the headless client, in
+real time, one session per situation, from the committed set of spoken situations
+(bench/turns_set.py: espeak-ng voices, noise at an SNR; half the sessions at 48 kHz in
+and out, half at 16 kHz):
+
+- **complete** turns: a whole request. ``eot_delay_ms``: the silence before the turn is
+  committed, from the arrival of the last speech sample to the final transcript (the
+  ``asr.final`` span's ``since_speech_end_ms``), p50 / p95.
+- **paused** turns: a request with 400–1,500 ms pauses inside. ``false_cutoff_rate``:
+  the share of them the server split into more than one turn.
+- **backchannel**: a long answer is asked for; after 1 s of it has played the user says
+  "mm-hmm", "yeah", "right", "okay" or coughs. ``false_barge_in_rate``: the share where
+  the answer was cut or the backchannel was answered as a turn of its own.
+- **interruption**: the same, with "wait, stop", "no, I meant Spain" …
+  ``detected_rate`` (the answer was cut), ``delay_ms`` (the barge-in's first sample sent
+  → the client got the ``interrupt``), ``within_400ms_rate``.
+- **echo**: the answer plays through a simulated speakerphone (core/playout/room.py:
+  gain, path delay, a synthetic room response) back into the mic, the user silent
+  (``self_interruption_rate``, ``echo_turns``: turns of the assistant's own words that
+  were answered) or talking over it after 1.5 s (``detected_rate`` as above).
+
+Each situation runs under ``--mode before`` (``turns.backchannel=false``: barge-in on
+speech onset alone, as the server did before the overlap judge) and ``after`` (the
+judge, core/turns/overlap.py), on the same server config otherwise. The LLM's words do
+not matter here: run it with ``--config configs/fast.toml`` (the 135M); replies are capped
+at ``--reply-tokens``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from voicepipe.cli import add_config_arg
+
+ECHO_PATHS = (  # (gain dB, path delay ms, user talks over it)
+    (-10.0, 50.0, False),
+    (-6.0, 30.0, False),
+    (-20.0, 120.0, False),
+    (-10.0, 50.0, True),
+)
+BARGE_AFTER_S = 1.0  # of the answer played before the backchannel or interruption
+ECHO_BARGE_AFTER_S = 1.5
+WITHIN_MS = 400.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "turns",
+        help="turn-taking on the real server: cut-offs, backchannels, interruptions, echo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_config_arg(p)
+    p.add_argument(
+        "--mode",
+        choices=("before", "after", "both"),
+        default="both",
+        help="before: barge-in on speech onset (turns.backchannel=false); after: the "
+        "overlap judge; both (default)",
+    )
+    p.add_argument(
+        "--kind",
+        action="append",
+        choices=("complete", "paused", "backchannel", "interruption", "echo"),
+        help="only these situations (repeatable; default: all)",
+    )
+    p.add_argument("--reply-tokens", type=int, default=32, help="llm.max_new_tokens (default 32)")
+    p.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
+    p.set_defaults(func=run)
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    return round(float(np.percentile(xs, q)), 1) if xs else None
+
+
+def _rate(hits: int, n: int) -> float | None:
+    return round(hits / n, 3) if n else None
+
+
+def _answered(res: Any) -> list[Any]:
+    """The session's turns that had a final transcript, in order."""
+    return [t for _, t in sorted(res.turns.items()) if t.transcript]
+
+
+async def _session(
+    url: str,
+    cfg: Any,
+    pcm: np.ndarray,
+    rate: int,
+    *,
+    barge: np.ndarray | None = None,
+    barge_after_s: float = BARGE_AFTER_S,
+    echo: tuple[float, float] | None = None,
+) -> Any:
+    from voicepipe.audio import resample
+    from voicepipe.client import ClientSession
+    from voicepipe.core.playout.room import EchoPath, room_ir
+
+    path = None
+    if echo is not None:
+        path = EchoPath(
+            gain_db=echo[0], delay_ms=echo[1], in_rate=rate, out_rate=rate, ir=room_ir(rate)
+        )
+    client = ClientSession(
+        url,
+        resample(pcm, 16000, rate),
+        rate,
+        cfg,
+        output_sample_rate=rate,
+        trailing_silence_s=1.5,
+        timeout_s=60.0,
+        barge_in=None if barge is None else resample(barge, 16000, rate),
+        barge_in_after_s=barge_after_s,
+        echo=path,
+    )
+    return await client.run()
+
+
+def _overlap(res: Any, first: int) -> dict[str, Any]:
+    """What became of the first answer when the user spoke over it."""
+    turns = _answered(res)
+    reply = res.turns.get(first)
+    later = [t for t in turns if t.turn_id > first]
+    # (an interrupt before the barge-in began was the echo's, not the user's)
+    began = res.barge_in_ns if res.barge_in_ns is not None else 0
+    cut = [at for t, at in res.interrupts if t > first and at >= began]
+    delay = None
+    if cut and res.barge_in_ns is not None:
+        delay = round((cut[0] - res.barge_in_ns) / 1e6, 1)
+    return {
+        "interrupted": bool(reply is not None and reply.interrupted),
+        "interrupt_ms": delay,
+        "later_turns": [t.transcript for t in later],
+        "answered_later": sum(1 for t in later if t.reply_text.strip()),
+        "reply": reply.reply_text if reply is not None else "",
+        "verdicts": [
+            [s.attrs.get("verdict"), s.attrs.get("text", "")]
+            for s in res.spans
+            if s.name == "turns.overlap"
+        ],
+        "error": res.error,
+    }
+
+
+async def _run_mode(cfg: Any, kinds: set[str], log: Any) -> dict[str, Any]:
+    from voicepipe.bench._serve import serve_process
+    from voicepipe.bench.turns_set import load
+
+    clips = load()
+    by_kind: dict[str, list[Any]] = {}
+    for c in clips:
+        by_kind.setdefault(c.kind, []).append(c)
+    (question,) = by_kind["question"]
+    rows: list[dict[str, Any]] = []
+    async with serve_process("assistant", cfg) as srv:
+        url = srv.ws_url
+        k = 0
+        for kind in ("complete", "paused", "backchannel", "interruption"):
+            if kind not in kinds:
+                continue
+            for c in by_kind[kind]:
+                rate = 48000 if k % 2 else 16000
+                k += 1
+                t0 = time.perf_counter()
+                if kind in ("complete", "paused"):
+                    res = await _session(url, cfg, c.pcm, rate)
+                    turns = _answered(res)
+                    eot = [
+                        float(s.attrs["since_speech_end_ms"])
+                        for s in res.spans
+                        if s.name == "asr.final" and "since_speech_end_ms" in s.attrs
+                    ]
+                    row = {
+                        "turns": len(turns),
+                        "transcripts": [t.transcript for t in turns],
+                        "eot_delay_ms": eot,
+                        "error": res.error,
+                    }
+                else:
+                    res = await _session(url, cfg, question.pcm, rate, barge=c.pcm)
+                    first = min((t.turn_id for t in _answered(res)), default=1)
+                    row = _overlap(res, first)
+                rows.append({"kind": kind, "clip": c.name, "text": c.text, "rate": rate, **row})
+                log(f"  {kind:<13}{c.name:<15}{rate:>6} Hz {time.perf_counter() - t0:5.1f} s")
+        if "echo" in kinds:
+            talk = by_kind["interruption"][0]
+            for i, (gain, delay_ms, over) in enumerate(ECHO_PATHS):
+                rate = 48000 if i % 2 else 16000
+                t0 = time.perf_counter()
+                res = await _session(
+                    url,
+                    cfg,
+                    question.pcm,
+                    rate,
+                    barge=talk.pcm if over else None,
+                    barge_after_s=ECHO_BARGE_AFTER_S,
+                    echo=(gain, delay_ms),
+                )
+                first = min((t.turn_id for t in _answered(res)), default=1)
+                row = _overlap(res, first)
+                row |= {"gain_db": gain, "delay_ms": delay_ms, "user_talks": over}
+                rows.append({"kind": "echo", "clip": question.name, "rate": rate, **row})
+                log(f"  echo {gain:+.0f} dB {delay_ms:.0f} ms{' +user' if over else '':<7}"
+                    f"{rate:>6} Hz {time.perf_counter() - t0:5.1f} s")  # fmt: skip
+    return {"summary": summarize(rows), "rows": rows}
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def of(kind: str, **match: Any) -> list[dict[str, Any]]:
+        return [
+            r for r in rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())
+        ]
+
+    out: dict[str, Any] = {}
+    complete = of("complete")
+    if complete:
+        eot = [d for r in complete for d in r["eot_delay_ms"]]
+        out["complete"] = {
+            "n": len(complete),
+            "eot_delay_ms_p50": _pct(eot, 50),
+            "eot_delay_ms_p95": _pct(eot, 95),
+            "split_rate": _rate(sum(r["turns"] > 1 for r in complete), len(complete)),
+            "no_turn": sum(r["turns"] == 0 for r in complete),
+        }
+    paused = of("paused")
+    if paused:
+        out["paused"] = {
+            "n": len(paused),
+            "false_cutoff_rate": _rate(sum(r["turns"] > 1 for r in paused), len(paused)),
+            "no_turn": sum(r["turns"] == 0 for r in paused),
+        }
+    bc = of("backchannel")
+    if bc:
+        false = sum(r["interrupted"] or r["answered_later"] > 0 for r in bc)
+        out["backchannel"] = {
+            "n": len(bc),
+            "false_barge_in_rate": _rate(false, len(bc)),
+            "reply_went_on_rate": _rate(sum(not r["interrupted"] for r in bc), len(bc)),
+        }
+    talked_over = {
+        "interruption": of("interruption"),
+        "echo_user_talks": of("echo", user_talks=True),
+    }
+    for name, rs in talked_over.items():
+        if not rs:
+            continue
+        delays = [
+            r["interrupt_ms"] for r in rs if r["interrupted"] and r["interrupt_ms"] is not None
+        ]
+        out[name] = {
+            "n": len(rs),
+            "detected_rate": _rate(sum(r["interrupted"] for r in rs), len(rs)),
+            "within_400ms_rate": _rate(sum(d <= WITHIN_MS for d in delays), len(rs)),
+            "delay_ms_p50": _pct(delays, 50),
+            "delay_ms_max": max(delays) if delays else None,
+        }
+    echo = of("echo", user_talks=False)
+    if echo:
+        out["echo"] = {
+            "n": len(echo),
+            "self_interruption_rate": _rate(sum(r["interrupted"] for r in echo), len(echo)),
+            "echo_turns": sum(r["answered_later"] for r in echo),
+            "echo_transcripts": sum(len(r["later_turns"]) for r in echo),
+        }
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from voicepipe import config as C
+
+    kinds = set(args.kind or ("complete", "paused", "backchannel", "interruption", "echo"))
+    modes = ("before", "after") if args.mode == "both" else (args.mode,)
+    base = args.config
+    base = dataclasses.replace(
+        base, llm=dataclasses.replace(base.llm, max_new_tokens=args.reply_tokens)
+    )
+    out: dict[str, Any] = {
+        "llm": base.llm.model,
+        "reply_tokens": args.reply_tokens,
+        "config": args.config_file,
+        "modes": {},
+    }
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    for mode in modes:
+        cfg: C.Config = dataclasses.replace(
+            base, turns=dataclasses.replace(base.turns, backchannel=mode == "after")
+        )
+        log(f"bench turns: {mode} (turns.backchannel={mode == 'after'})")
+        out["modes"][mode] = asyncio.run(_run_mode(cfg, kinds, log))
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        for mode, r in out["modes"].items():
+            print(f"{mode}:")
+            for kind, s in r["summary"].items():
+                print(f"  {kind:<18}" + ", ".join(f"{k}={v}" for k, v in s.items()))
+    return 0
