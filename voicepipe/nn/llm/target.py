@@ -47,6 +47,10 @@ class ModelTarget:
         self.model = model
         self.cache = model.new_cache(max_len)
         self.fed: list[int] = []  # tokens whose keys/values the cache holds
+        # The logits after the last prompt pass's last row (prefill, feed, a batched prompt
+        # row): what the model expects after the prompt so far. The streaming prefill reads
+        # P(end of the user's turn) from it at no cost (stages/llm/ahead.py).
+        self.last_logits: torch.Tensor | np.ndarray | None = None
         # For drafters that read the target's hidden states (EAGLE style): a
         # (max_len, dim) buffer whose row i is position i's state after the final norm.
         self.feats: torch.Tensor | None = None
@@ -101,6 +105,7 @@ class ModelTarget:
         want = self.prefill_threads if end - start > 1 else 1
         with _kernel_threads(want) as n:
             logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats, n)
+        self.last_logits = logits
         self.fed = list(tokens[:end])
         self.prefilled += end - start
         return logits
