@@ -27,6 +27,7 @@ from voicepipe.stage import Stage, TurnCounter
 
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
+    from voicepipe.core.turns.semantic import EndOfTurnBoard
     from voicepipe.stages.asr import AsrStage
     from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.stages.output import OutputStage
@@ -34,10 +35,11 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.turns import BargeIn
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
+    eot = EndOfTurnBoard()  # the LLM's P(end of turn) for the ASR's endpointer
     return [
-        AsrStage(cfg, turns=turns),
+        AsrStage(cfg, turns=turns, eot=eot),
         BargeIn(),
-        LlmStage(cfg, turns=turns),
+        LlmStage(cfg, turns=turns, eot=eot),
         TTSStage(cfg),
         OutputStage(cfg, session),
     ]

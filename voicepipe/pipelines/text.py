@@ -20,7 +20,10 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.llm.stage import LlmStage
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
-    return [AsrStage(cfg, turns=turns), LlmStage(cfg, turns=turns)]
+    from voicepipe.core.turns.semantic import EndOfTurnBoard
+
+    eot = EndOfTurnBoard()  # the LLM's P(end of turn) for the ASR's endpointer
+    return [AsrStage(cfg, turns=turns, eot=eot), LlmStage(cfg, turns=turns, eot=eot)]
 
 
 def preload(cfg: Config) -> None:

@@ -70,6 +70,12 @@ class ModelTarget:
         # for text, so a second core shortens the wait for the first audio. With the TTS
         # (or another session) busy, the budget gives one (voicepipe/nn/threads.py).
         self.decode_threads = 1
+        # Prompt rows attended one at a time on aten's path, so a prompt's keys and values
+        # do not depend on how it was split into passes (aten's fused attention over a
+        # block of rows is not batch-invariant; the fused kernel is row-wise always). Set
+        # by the streaming prefill (stages/llm/ahead.py), which splits a turn's prompt
+        # wherever the user's words happened to be agreed.
+        self.rowwise_prompt = False
 
     @property
     def length(self) -> int:
@@ -104,7 +110,9 @@ class ModelTarget:
         # output rows and heads: the result does not depend on it.
         want = self.prefill_threads if end - start > 1 else 1
         with _kernel_threads(want) as n:
-            logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats, n)
+            logits = llama.prefill(
+                self.model, self.cache, tokens[start:end], self.feats, n, self.rowwise_prompt
+            )
         self.last_logits = logits
         self.fed = list(tokens[:end])
         self.prefilled += end - start
