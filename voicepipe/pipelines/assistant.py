@@ -27,12 +27,11 @@ from voicepipe.stage import Stage, TurnCounter
 
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
-    from voicepipe.core.turns.semantic import EndOfTurnBoard
     from voicepipe.stages.asr import AsrStage
     from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
-    from voicepipe.stages.turns import BargeIn
+    from voicepipe.stages.turns import BargeIn, EndOfTurnBoard
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
     eot = EndOfTurnBoard()  # the LLM's P(end of turn) for the ASR's endpointer

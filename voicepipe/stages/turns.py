@@ -7,12 +7,18 @@ stage must drop it at once: this stage turns ``SpeechStart(turn N)`` into an
 (LLM → TTS → output pacer → client, whose playout flushes on the wire
 ``interrupt`` message). Stages keep work of turn N and newer, so the
 interrupt is harmless when nothing older is in flight.
+
+``EndOfTurnBoard`` (core/turns/semantic.py) is the other thing of turn-taking a pipeline
+hands its stages: the LLM stage posts P(end of turn) on it, the ASR's endpointer reads it.
 """
 
 from __future__ import annotations
 
+from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import Frame, Interrupt, SessionSetup, SpeechStart
 from voicepipe.stage import Stage
+
+__all__ = ["BargeIn", "EndOfTurnBoard"]
 
 
 class BargeIn(Stage):
