@@ -32,21 +32,21 @@ def test_a_finished_turn_ends_sooner_an_unfinished_one_later() -> None:
     e = eagerness("medium", 400)
     assert e is not None
     assert silence_needed_ms(0.9, e) == e.min_ms < 400
-    assert silence_needed_ms(0.001, e) == e.max_ms >= 1500
+    assert silence_needed_ms(0.0005, e) == e.max_ms >= 1500
     assert silence_needed_ms(None, e) == 400
     # Monotone between the thresholds, strictly inside the range.
-    ps = [e.p_lo * 1.01, 0.08, 0.15, 0.3, e.p_hi * 0.99]
+    ps = [e.p_lo * 1.01, 0.01, 0.05, 0.15, e.p_hi * 0.99]
     waits = [silence_needed_ms(p, e) for p in ps]
     assert all(a > b for a, b in zip(waits, waits[1:], strict=False))
     assert all(e.min_ms < w < e.max_ms for w in waits)
     assert turn_over(e.min_ms, 0.9, e) and not turn_over(e.min_ms, 0.01, e)
-    assert turn_over(e.max_ms, 0.01, e)
+    assert turn_over(e.max_ms, 0.0005, e)
 
 
 def test_eagerness_orders_the_waits() -> None:
     hi, med, lo = (eagerness(n, 400) for n in ("high", "medium", "low"))
     assert hi is not None and med is not None and lo is not None
-    for p in (0.01, 0.1, 0.4, 0.9):
+    for p in (0.0005, 0.003, 0.01, 0.1, 0.4, 0.9):
         assert silence_needed_ms(p, hi) <= silence_needed_ms(p, med) <= silence_needed_ms(p, lo)
 
 
@@ -106,10 +106,10 @@ def test_endpointer_commits_sooner_on_a_finished_turn_and_waits_through_an_unfin
     assert _speak_then_pause(_ep("off"), 640, 3000, p_end=0.99) == 416  # silence only
     assert _speak_then_pause(_ep("medium"), 640, 3000) == 416  # no estimate: as before
     soon = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.95)
-    late = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.005)
+    late = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.0005)
     assert soon is not None and late is not None
     assert 200 <= soon < 260 and late >= 1500
-    eager = _speak_then_pause(_ep("high"), 640, 3000, p_end=0.005)
+    eager = _speak_then_pause(_ep("high"), 640, 3000, p_end=0.0005)
     assert eager is not None and eager < late
 
 

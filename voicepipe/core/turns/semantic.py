@@ -60,9 +60,11 @@ def eagerness(name: str, end_silence_ms: int = 400) -> Eagerness | None:
         return None
     table = {
         # (min_ms, max_ms, p_hi, p_lo)
-        "high": (160, 1000, 0.30, 0.02),
-        "medium": (200, 1500, 0.45, 0.04),
-        "low": (320, 2000, 0.65, 0.08),
+        # On `bench eot`'s set the 135M gave every unfinished transcript P(end) <= 1e-4
+        # and every finished one >= 0.004 (docs/benchmarks/eot.md): p_lo sits between.
+        "high": (160, 1000, 0.20, 0.001),
+        "medium": (200, 1500, 0.30, 0.002),
+        "low": (320, 2000, 0.50, 0.005),
     }
     if key not in table:
         raise ValueError(f"unknown eagerness {name!r} (one of {', '.join(EAGERNESS_NAMES)})")
