@@ -102,3 +102,12 @@ def test_fast_profile_pins_the_135m_and_changes_only_the_llm() -> None:
     }
     # Overrides still apply on top of the profile.
     assert config.load(p, ["llm.max_new_tokens=80"]).llm.max_new_tokens == 80
+
+
+def test_turns_eagerness_is_checked() -> None:
+    from voicepipe.config import ConfigError, load
+
+    assert load(overrides=["turns.eagerness=high"]).turns.eagerness == "high"
+    assert load().turns.eagerness == "auto" and load().turns.prefill_ahead
+    with pytest.raises(ConfigError, match="turns.eagerness"):
+        load(overrides=["turns.eagerness=eager"])

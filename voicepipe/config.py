@@ -118,6 +118,22 @@ class TurnsConfig:
     backchannel: bool = True
     # Speech during a reply still undecided by its words after this long interrupts.
     overlap_max_wait_ms: int = 1500
+    # Streaming prefill (stages/llm/ahead.py): the words the partial transcripts agree on
+    # go into the LLM's KV cache while the user still speaks, in passes that yield to
+    # replies; the endpoint then leaves only the last words and the assistant header.
+    prefill_ahead: bool = True
+    # Semantic end of turn (core/turns/semantic.py): the pause that ends a turn depends on
+    # the LLM's P(end of the user's turn) read by the prefill of the pause's transcript.
+    # off (silence only: vad.end_silence_ms) | low | medium | high | auto (= medium).
+    # Needs prefill_ahead and the local LLM; else the silence rule alone applies.
+    eagerness: str = "auto"
+
+    def __post_init__(self) -> None:
+        names = ("off", "low", "medium", "high", "auto")
+        if self.eagerness not in names:
+            raise ConfigError(
+                f"turns.eagerness: expected one of {', '.join(names)}, got {self.eagerness!r}"
+            )
 
 
 @dataclass(frozen=True)

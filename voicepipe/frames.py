@@ -245,6 +245,9 @@ class SessionSetup(Frame):
     """Session settings; None keeps the current value."""
 
     vad: dict[str, float | int] | None = None  # [vad] overrides for the ASR's endpointer
+    # [turns] eagerness for the ASR's endpointer (off: silence only; the Realtime API's
+    # server_vad is off, its semantic_vad names one)
+    eagerness: str | None = None
     barge_in: bool | None = None  # speech start interrupts the reply in progress (BargeIn)
     auto_reply: bool | None = None  # a final transcript starts a reply (LLM); else Respond
     system_prompt: str | None = None  # the LLM's instructions

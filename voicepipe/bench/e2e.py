@@ -14,6 +14,11 @@ and ``llm.tpot`` p50/p95/p99, the LLM's aggregate decode rate, the share of
 played audio concealed, server CPU seconds; ``--plot`` draws latency against
 sessions.
 
+Streaming prefill (``turns.prefill_ahead``): ``prefill_ahead`` sums each turn's
+``llm.prefill_ahead`` span: tokens prefilled ahead of the endpoint, rolled back, the share
+thrown away (``wasted_share`` = rolled back / prefilled ahead), the P(end) values seen;
+``spans`` has ``llm.ttft`` p50/p95 (what was left to prefill).
+
 Preemptive generation (``turns.preempt``): each turn's outcome (``kept``,
 ``cancelled`` or ``off``, from its ``llm.ttft`` span) is counted under
 ``preempt``. ``--compare-preempt`` measures what it saves: two servers, one
@@ -208,6 +213,7 @@ async def _batch(
         if api_load:
             out["api_load"], out["api_requests"] = api_load, dict(api_counts)
         out["preempt"] = _preempt_outcome(r.spans)
+        out["prefill_ahead"] = _prefill_ahead(r.spans)
         out["llm"] = llm_usage(r.spans)
         results.append(out)
         log(
@@ -222,6 +228,34 @@ def _preempt_outcome(spans: list[Any]) -> str | None:
     """How the (first) turn's reply came about: kept | cancelled | off (None: no reply)."""
     ttft = [s for s in spans if s.name == "llm.ttft"]
     return str(ttft[0].attrs.get("preempt", "off")) if ttft else None
+
+
+def _prefill_ahead(spans: list[Any]) -> dict[str, float] | None:
+    """The streaming prefill's books of the (first) turn's reply (``llm.prefill_ahead``)."""
+    got = [s for s in spans if s.name == "llm.prefill_ahead"]
+    if not got:
+        return None
+    a = got[0].attrs
+    keys = ("prefilled", "rolled_back", "kept", "passes", "p_end")
+    return {k: a[k] for k in keys if isinstance(a.get(k), (int, float))}
+
+
+def prefill_ahead_summary(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over a level's turns: tokens prefilled ahead of the endpoint, the share of them
+    thrown away (rolled back / prefilled ahead), tokens the replies found, P(end) seen."""
+    books = [s["prefill_ahead"] for s in sessions if s.get("prefill_ahead")]
+    prefilled = sum(b.get("prefilled", 0) for b in books)
+    rolled = sum(b.get("rolled_back", 0) for b in books)
+    p_end = [b["p_end"] for b in books if b.get("p_end", -1) >= 0]
+    return {
+        "turns": len(books),
+        "prefilled": prefilled,
+        "rolled_back": rolled,
+        "wasted_share": round(rolled / prefilled, 3) if prefilled else None,
+        "kept": sum(b.get("kept", 0) for b in books),
+        "passes": sum(b.get("passes", 0) for b in books),
+        "p_end": pcts(p_end) if p_end else None,
+    }
 
 
 def summarize(
@@ -284,9 +318,20 @@ def summarize(
         "levels": per_level,
         "max_concurrency_p95_under_1500ms": best,
         "preempt": preempt,
+        "prefill_ahead": prefill_ahead_summary(first),
         "errors": errors[:20],
         "turns": [
-            {k: s.get(k) for k in ("question", "transcript", "reply_text", "latency_ms", "preempt")}
+            {
+                k: s.get(k)
+                for k in (
+                    "question",
+                    "transcript",
+                    "reply_text",
+                    "latency_ms",
+                    "preempt",
+                    "prefill_ahead",
+                )
+            }  # fmt: skip
             for s in first
         ],
     }

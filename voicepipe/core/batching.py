@@ -14,6 +14,9 @@ cancels it); nothing waits for a batch to fill or to drain. Each step runs
   robin), in the same pass: a long prompt delays the others' next tokens by one
   chunk per step, never by the whole prompt, and sessions arriving together do not
   wait for each other's prompts one at a time.
+- Background prompts (the streaming prefill of words a user is still speaking,
+  stages/llm/ahead.py) run only in a step with nothing else to do: no session decodes
+  and no reply's prompt waits, so they never delay anyone's next token.
 
 Speculation length. A pass's cost grows with its rows: ``base + per_row · rows``
 (fitted to the measured steps), drafting adds ``per_draft`` per drafted token. With
@@ -87,6 +90,7 @@ class BatchPolicy:
     prefills: int = 4
     _decoding: list[int] = field(default_factory=list)  # in join order
     _waiting: deque[int] = field(default_factory=deque)  # prompts to prefill, oldest first
+    _background: deque[int] = field(default_factory=deque)  # prompts fed only when idle
     _fit: _Fit = field(default_factory=_Fit)
     _drafted: float = 0.0  # decayed drafts and their outcomes (acceptance)
     _trials: float = 0.0
@@ -96,14 +100,18 @@ class BatchPolicy:
 
     # ------------------------------------------------------------ sessions
 
-    def join_prefill(self, sid: int) -> None:
-        """``sid`` has a prompt to prefill chunk by chunk."""
-        if sid not in self._waiting:
-            self._waiting.append(sid)
+    def join_prefill(self, sid: int, background: bool = False) -> None:
+        """``sid`` has a prompt to prefill chunk by chunk (``background``: only in steps
+        that have nothing else to run)."""
+        queue = self._background if background else self._waiting
+        if sid not in queue:
+            queue.append(sid)
 
     def prefill_done(self, sid: int) -> None:
         if sid in self._waiting:
             self._waiting.remove(sid)
+        if sid in self._background:
+            self._background.remove(sid)
 
     def join_decode(self, sid: int) -> None:
         if sid not in self._decoding:
@@ -117,7 +125,7 @@ class BatchPolicy:
 
     @property
     def idle(self) -> bool:
-        return not self._decoding and not self._waiting
+        return not self._decoding and not self._waiting and not self._background
 
     # ------------------------------------------------------------ a step
 
@@ -125,6 +133,9 @@ class BatchPolicy:
         n = min(self.prefills, len(self._waiting))
         prefill = list(self._waiting)[:n]
         self._waiting.rotate(-n)  # round robin: the next step starts with the prompts after
+        if not prefill and not self._decoding and self._background:
+            prefill = [self._background[0]]  # one background chunk per idle step
+            self._background.rotate(-1)
         return Plan(list(self._decoding), prefill, self.k_cap(len(self._decoding)))
 
     def observe_step(self, rows: int, seconds: float) -> None:

@@ -32,13 +32,14 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
-    from voicepipe.stages.turns import BargeIn
+    from voicepipe.stages.turns import BargeIn, EndOfTurnBoard
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
+    eot = EndOfTurnBoard()  # the LLM's P(end of turn) for the ASR's endpointer
     return [
-        AsrStage(cfg, turns=turns),
+        AsrStage(cfg, turns=turns, eot=eot),
         BargeIn(cfg.turns),
-        LlmStage(cfg, turns=turns),
+        LlmStage(cfg, turns=turns, eot=eot),
         TTSStage(cfg),
         OutputStage(cfg, session),
     ]

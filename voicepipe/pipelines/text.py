@@ -18,9 +18,11 @@ from voicepipe.stage import Stage, TurnCounter
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
     from voicepipe.stages.llm.stage import LlmStage
+    from voicepipe.stages.turns import EndOfTurnBoard
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
-    return [AsrStage(cfg, turns=turns), LlmStage(cfg, turns=turns)]
+    eot = EndOfTurnBoard()  # the LLM's P(end of turn) for the ASR's endpointer
+    return [AsrStage(cfg, turns=turns, eot=eot), LlmStage(cfg, turns=turns, eot=eot)]
 
 
 def preload(cfg: Config) -> None:

@@ -38,11 +38,16 @@ class _Feed(Job):
     has caches of another model too (a GGUF draft), ``Engine.feed``'s own passes."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, gen: Iterator[int] | None, chunks: Any = None
+        self,
+        loop: asyncio.AbstractEventLoop,
+        gen: Iterator[int] | None,
+        chunks: Any = None,
+        background: bool = False,
     ) -> None:
         super().__init__(loop)
         self.gen = gen
         self.chunks = chunks  # Iterator[voicepipe.nn.llm.batched.Pass] | None
+        self.background = background  # fed only in steps with nothing else to run
 
 
 class _Decode(Job):
@@ -78,16 +83,19 @@ class Batcher:
 
     # ------------------------------------------------------------ asyncio side
 
-    def feed(self, engine: Any, tokens: list[int], chunk: int) -> Job:
+    def feed(self, engine: Any, tokens: list[int], chunk: int, background: bool = False) -> Job:
         """Prefill a prompt (``Engine.feed``) one chunk per step, the chunk's rows in the
-        same pass as the other sessions' decode rows; the job yields each chunk's size."""
+        same pass as the other sessions' decode rows; the job yields each chunk's size.
+        ``background``: a chunk only in steps where nobody decodes and no other prompt
+        waits (the streaming prefill of words still being spoken)."""
         loop = asyncio.get_running_loop()
         targets: list[Any] = getattr(engine, "_targets", lambda: [])()
         if targets == [engine.target] and engine.target.model is self.model:
             from voicepipe.nn.llm.batched import feed_chunks
 
-            return self._submit(_Feed(loop, None, feed_chunks(engine.target, tokens, chunk)))
-        return self._submit(_Feed(loop, engine.feed(tokens, chunk)))
+            chunks = feed_chunks(engine.target, tokens, chunk)
+            return self._submit(_Feed(loop, None, chunks, background))
+        return self._submit(_Feed(loop, engine.feed(tokens, chunk), None, background))
 
     def decode(
         self,
@@ -122,7 +130,7 @@ class Batcher:
                     job = self._new.popleft()
                     self._jobs[job.id] = job
                     if isinstance(job, _Feed):
-                        self.policy.join_prefill(job.id)
+                        self.policy.join_prefill(job.id, job.background)
                     else:
                         self.policy.join_decode(job.id)
             try:
@@ -279,11 +287,13 @@ class Steps:
             self.job.cancel()
 
 
-async def prefill(batcher: Batcher, engine: Any, tokens: list[int], chunk: int) -> int:
+async def prefill(
+    batcher: Batcher, engine: Any, tokens: list[int], chunk: int, background: bool = False
+) -> int:
     """Prefill ``tokens`` (all but the last, as ``Engine.feed``) in the batcher; returns the
     chunks run (an Interrupt cancelling this coroutine stops them after the chunk in
-    flight)."""
-    job = batcher.feed(engine, tokens, chunk)
+    flight). ``background``: see ``Batcher.feed``."""
+    job = batcher.feed(engine, tokens, chunk, background)
     n = 0
     try:
         while await job.next() is not DONE:

@@ -249,6 +249,7 @@ class RealtimeConnection(Session):
         self._actions.put_nowait(
             SessionSetup(
                 vad=c.vad_overrides() or None,
+                eagerness=c.eagerness(),
                 barge_in=td is not None and bool(td.interrupt_response),
                 auto_reply=self._auto,
                 system_prompt=c.instructions,

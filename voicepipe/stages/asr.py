@@ -51,6 +51,7 @@ from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.turns.endpoint import EndpointConfig, Endpointer, SpeechEnded, SpeechStarted
 from voicepipe.core.turns.partials import StablePrefix
+from voicepipe.core.turns.semantic import Eagerness, EndOfTurnBoard, eagerness
 from voicepipe.frames import (
     AudioIn,
     Cancel,
@@ -133,19 +134,30 @@ class AsrStage(Stage):
         asr: WhisperAsr | None = None,
         partials: bool = True,
         turns: TurnCounter | None = None,
+        eot: EndOfTurnBoard | None = None,
     ) -> None:
         super().__init__()
         self.cfg = cfg
         self.asr = asr
         self.partials = partials
-        self.ep = Endpointer(EndpointConfig.from_vad(cfg.vad))
+        # Semantic end of turn (core/turns/semantic.py): the LLM stage posts P(end) on
+        # ``eot``; without a board (no local LLM behind) silence alone ends a turn.
+        self.eot = eot if cfg.turns.prefill_ahead else None
+        self.vad_cfg = cfg.vad
+        self.semantic: Eagerness | None = (
+            eagerness(cfg.turns.eagerness, cfg.vad.end_silence_ms) if self.eot else None
+        )
+        self.ep = Endpointer(EndpointConfig.from_vad(cfg.vad, self.semantic))
         self.vad: SileroVad | None = None
         self.audio = _Audio()
         self.early_samples = cfg.asr.early_final_ms * SR // 1000
         self.tail_samples = max(self.early_samples, cfg.asr.tail_ms * SR // 1000)
         self.partial_samples = max(1, cfg.asr.partial_interval_ms * SR // 1000)
+        # The pause's text goes out for a tentative reply, and for P(end) (semantic).
         self.preempt_samples = (
-            max(1, cfg.turns.preempt_after_ms * SR // 1000) if cfg.turns.preempt else None
+            max(1, cfg.turns.preempt_after_ms * SR // 1000)
+            if cfg.turns.preempt or self.semantic is not None
+            else None
         )
         self._origin_media_ns: int | None = None
         self._resampler: Any = None  # a soxr.ResampleStream (soxr has no types) once needed
@@ -226,12 +238,19 @@ class AsrStage(Stage):
         elif isinstance(frame, TurnControl):
             await self._control(frame)
         else:
-            if isinstance(frame, SessionSetup) and frame.vad is not None:
+            if isinstance(frame, SessionSetup) and (
+                frame.vad is not None or frame.eagerness is not None
+            ):
                 # The endpointer reads its config on every chunk: a turn in progress goes
                 # on under the new thresholds.
-                overrides: dict[str, Any] = dict(frame.vad)  # (names checked by the sender)
-                vad = dataclasses.replace(self.cfg.vad, **overrides)
-                self.ep.cfg = EndpointConfig.from_vad(vad)
+                if frame.vad is not None:
+                    overrides: dict[str, Any] = dict(frame.vad)  # (names checked by sender)
+                    self.vad_cfg = dataclasses.replace(self.cfg.vad, **overrides)
+                if frame.eagerness is not None and self.eot is not None:
+                    self.semantic = eagerness(frame.eagerness, self.vad_cfg.end_silence_ms)
+                elif self.semantic is not None:  # same policy, the new silence fallback
+                    self.semantic = eagerness(self.semantic.name, self.vad_cfg.end_silence_ms)
+                self.ep.cfg = EndpointConfig.from_vad(self.vad_cfg, self.semantic)
             await self.push(frame)
 
     async def _control(self, frame: TurnControl) -> None:
@@ -278,6 +297,11 @@ class AsrStage(Stage):
         for k, p in enumerate(probs):
             c_end = (first_chunk + k + 1) * CHUNK
             wall = frame.t_ns - (end - c_end) * 1_000_000_000 // SR  # arrival of the chunk end
+            if self.eot is not None and self._turn is not None and self.ep.in_speech:
+                last = self.ep.last_speech_media_ns
+                p_end = self.eot.p_end(self._turn.id, last)
+                if p_end is not None:
+                    self.ep.set_p_end(p_end, last)
             events = self.ep.update(
                 float(p), self._media_ns(c_end - CHUNK), self._media_ns(c_end), wall
             )

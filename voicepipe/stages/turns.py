@@ -20,6 +20,9 @@ against the reply's own words (``ReplyWords``, sent upstream by the LLM):
 
 Each decision is a ``turns.overlap`` span (onset → decision; attrs: verdict, text).
 ``[turns] backchannel = false`` restores barge-in on speech onset alone.
+
+``EndOfTurnBoard`` (core/turns/semantic.py) is the other thing of turn-taking a pipeline
+hands its stages: the LLM stage posts P(end of turn) on it, the ASR's endpointer reads it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from voicepipe.clock import now_ns
 from voicepipe.config import TurnsConfig
 from voicepipe.core.turns.overlap import OverlapConfig, OverlapJudge, Verdict
+from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import (
     Frame,
     Interrupt,
@@ -48,6 +52,8 @@ from voicepipe.frames import (
     TranscriptStable,
 )
 from voicepipe.stage import Stage
+
+__all__ = ["BargeIn", "EndOfTurnBoard"]
 
 SPAN = "turns.overlap"
 # After the client reports a reply played to the end, its echo may still be in the room

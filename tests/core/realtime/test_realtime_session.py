@@ -356,6 +356,37 @@ def test_session_update_maps_vad_knobs_onto_the_config() -> None:
     assert cfg2 == cfg
 
 
+def test_semantic_vad_maps_its_eagerness_onto_the_endpointer() -> None:
+    run = Run()
+    assert only(run(run.s.start()), R.Configure).config.eagerness() == "off"  # server_vad
+
+    def update(td: dict[str, Any]) -> R.SessionConfig:
+        session = {"type": "realtime", "audio": {"input": {"turn_detection": td}}}
+        outs = run.send({"type": "session.update", "session": session})
+        cfg = only(outs, R.Configure).config
+        assert cfg == only(outs, S.SessionUpdated).session
+        return cfg
+
+    cfg = update({"type": "semantic_vad", "eagerness": "high"})
+    td = cfg.turn_detection
+    assert td is not None and (td.type, td.eagerness) == ("semantic_vad", "high")
+    assert td.create_response and td.interrupt_response
+    assert cfg.eagerness() == "high" and cfg.vad_overrides() == {}
+    wire = json.loads(S.encode_server_event(S.SessionUpdated(event_id="e", session=cfg)))
+    assert wire["session"]["audio"]["input"]["turn_detection"] == {
+        "type": "semantic_vad",
+        "create_response": True,
+        "interrupt_response": True,
+        "eagerness": "high",
+    }
+    assert update({"type": "semantic_vad"}).eagerness() == "auto"
+    back = update({"type": "server_vad", "silence_duration_ms": 300})
+    assert back.eagerness() == "off" and back.vad_overrides()["end_silence_ms"] == 300
+    cfg = update({"type": "semantic_vad", "eagerness": "low", "create_response": False})
+    assert cfg.turn_detection is not None and not cfg.turn_detection.create_response
+    assert cfg.eagerness() == "low"
+
+
 def test_session_update_refusals() -> None:
     run = Run()
 
@@ -378,8 +409,6 @@ def test_session_update_refusals() -> None:
     )
     err = refused({"audio": {"output": {"format": {"type": "audio/pcm", "rate": 16000}}}})
     assert err.param == "session.audio.output.format"
-    err = refused({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}})
-    assert err.param == "session.audio.input.turn_detection.type"
     assert refused({"output_modalities": ["text", "audio"]}).param == "session.output_modalities"
     assert (
         error_of(run.send({"type": "session.update", "session": {"type": "transcription"}})).param

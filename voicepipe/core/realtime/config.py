@@ -1,5 +1,6 @@
 """A ``session.update`` applied to the effective session, sans-I/O: what voicepipe honours,
-what it refuses (with the API's error), and the server_vad defaults.
+what it refuses (with the API's error), and the server_vad defaults. ``semantic_vad`` maps
+onto voicepipe's semantic end of turn: its ``eagerness`` is ``[turns] eagerness``.
 """
 
 from __future__ import annotations
@@ -85,13 +86,35 @@ def resolve_vad(new: TurnDetection | None, old: TurnDetection | None) -> TurnDet
     """server_vad knobs as sent, the unsent ones kept from before (or the defaults)."""
     if new is None:
         return None
+    if new.type == "semantic_vad":
+        # The LLM's P(end of turn) sets the pause (core/turns/semantic.py, [turns]
+        # eagerness); threshold and prefix padding stay voicepipe's, silence_duration_ms
+        # is the wait while no estimate is known.
+        base = old or DEFAULT_VAD
+        return TurnDetection(
+            type="semantic_vad",
+            eagerness=new.eagerness or "auto",
+            create_response=new.create_response
+            if new.create_response is not None
+            else base.create_response,
+            interrupt_response=new.interrupt_response
+            if new.interrupt_response is not None
+            else base.interrupt_response,
+        )
     if new.type != "server_vad":
         raise RealtimeError(
             "invalid_value",
-            "Only server_vad turn detection is supported (or null for manual commits).",
+            "Only server_vad or semantic_vad turn detection is supported "
+            "(or null for manual commits).",
             param="session.audio.input.turn_detection.type",
         )
     base = old or DEFAULT_VAD
+    if base.type != "server_vad":  # from semantic_vad: its switches, server_vad's knobs
+        base = replace(
+            DEFAULT_VAD,
+            create_response=base.create_response,
+            interrupt_response=base.interrupt_response,
+        )
     return TurnDetection(
         type="server_vad",
         threshold=new.threshold if new.threshold is not None else base.threshold,

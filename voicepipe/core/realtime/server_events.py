@@ -108,6 +108,14 @@ class SessionConfig:
             return {}
         return {"threshold": td.threshold, "end_silence_ms": td.silence_duration_ms}
 
+    def eagerness(self) -> str | None:
+        """``[turns] eagerness`` for this session's endpointer: semantic_vad's, ``off`` for
+        server_vad (silence alone, as the API defines it), None with turn detection off."""
+        td = self.turn_detection
+        if td is None:
+            return None
+        return (td.eagerness or "auto") if td.type == "semantic_vad" else "off"
+
 
 @dataclass(frozen=True, kw_only=True)
 class Usage:

@@ -17,6 +17,11 @@ audio is fed):
   chunk (reason "silence"), or when the turn reaches ``max_utterance_ms``
   (reason "max_length": cut there; if the user keeps talking a new turn
   starts), or when the caller calls ``flush`` at the end of the input.
+- With a semantic policy (``EndpointConfig.semantic``, core/turns/semantic.py) the
+  silence that ends a turn depends on P(end), the LLM's probability that the words so
+  far are a whole turn (``set_p_end``, for the current speech end only; speech after it
+  voids it): shorter after a finished question, longer through "um" or "the capital
+  of …"; ``end_silence_ms`` while no estimate is known.
 - A turn whose onset → last speech is shorter than ``min_speech_ms`` ends with
   ``accepted=False``: it was a click or a cough, not something to transcribe.
 """
@@ -25,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from voicepipe.core.turns.semantic import Eagerness, silence_needed_ms
 
 
 @dataclass(frozen=True)
@@ -35,11 +42,13 @@ class EndpointConfig:
     min_speech_ms: int = 200
     end_silence_ms: int = 400
     max_utterance_ms: int = 20_000
+    semantic: Eagerness | None = None  # None: silence alone ends a turn
 
     @classmethod
-    def from_vad(cls, vad: Any) -> EndpointConfig:
-        """From a ``voicepipe.config.VadConfig``."""
+    def from_vad(cls, vad: Any, semantic: Eagerness | None = None) -> EndpointConfig:
+        """From a ``voicepipe.config.VadConfig`` (and the ``[turns] eagerness`` policy)."""
         return cls(
+            semantic=semantic,
             threshold=vad.threshold,
             # Silero's recommended hysteresis: 0.15 below the speech threshold.
             neg_threshold=max(0.01, vad.threshold - 0.15),
@@ -86,6 +95,7 @@ class Endpointer:
         self._onset = (0, 0)
         self._last = (0, 0)  # (media, wall) end of the last speech chunk
         self._media_end = 0  # end of the last chunk seen
+        self._p_end: tuple[int, float] | None = None  # (speech end it is for, P(end))
 
     # Readable state for the caller (e.g. to start decoding during the trailing silence).
     @property
@@ -100,6 +110,26 @@ class Endpointer:
     def trailing_silence_ns(self) -> int:
         """Media time since the last speech chunk of the open turn (0 outside a turn)."""
         return self._media_end - self._last[0] if self.in_speech else 0
+
+    def set_p_end(self, p_end: float, last_speech_media_ns: int) -> None:
+        """The LLM's P(end) for the words heard up to ``last_speech_media_ns``; it counts
+        while that is still the open turn's last speech."""
+        self._p_end = (last_speech_media_ns, p_end)
+
+    @property
+    def p_end(self) -> float | None:
+        """P(end) for the current speech end, if known."""
+        got = self._p_end
+        if got is None or not self.in_speech or got[0] != self._last[0]:
+            return None
+        return got[1]
+
+    def silence_needed_ns(self) -> int:
+        """The trailing silence that would end the open turn now."""
+        sem = self.cfg.semantic
+        if sem is None:
+            return self.cfg.end_silence_ms * 1_000_000
+        return round(silence_needed_ms(self.p_end, sem) * 1_000_000)
 
     def update(
         self, prob: float, media_start_ns: int, media_end_ns: int, now_ns: int
@@ -127,7 +157,7 @@ class Endpointer:
             return events
         if self._speechy:
             self._last = (media_end_ns, now_ns)
-        if media_end_ns - self._last[0] >= cfg.end_silence_ms * 1_000_000:
+        if media_end_ns - self._last[0] >= self.silence_needed_ns():
             events.append(self._end(now_ns, "silence"))
         elif media_end_ns - self._onset[0] >= cfg.max_utterance_ms * 1_000_000:
             events.append(self._end(now_ns, "max_length"))
@@ -140,6 +170,7 @@ class Endpointer:
 
     def _end(self, now_ns: int, reason: str) -> SpeechEnded:
         self.in_speech = False
+        self._p_end = None
         # After a max-length cut the speaker may still be talking: they must prove it with
         # start_ms of fresh speech before a new turn opens.
         self._speechy = False

@@ -340,11 +340,15 @@ def prefill(
     tokens: list[int] | torch.Tensor,
     feats: torch.Tensor | None = None,
     threads: int = 0,
+    rowwise: bool = False,
 ) -> torch.Tensor:
     """Feed a prompt after whatever the cache holds; logits (V,) of its last token
-    (threads: the fused kernel's for this pass, 0: the model's own)."""
+    (threads: the fused kernel's for this pass, 0: the model's own; rowwise: see forward,
+    the fused kernel always is)."""
     t = torch.as_tensor(tokens, dtype=torch.long)
-    return forward(m, cache, t, cache.length, last_only=True, feats=feats, threads=threads)[0]
+    return forward(
+        m, cache, t, cache.length, last_only=True, rowwise=rowwise, feats=feats, threads=threads
+    )[0]
 
 
 def decode_step(m: Transformer, cache: KVCache, token: int) -> torch.Tensor:

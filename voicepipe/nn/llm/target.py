@@ -47,6 +47,10 @@ class ModelTarget:
         self.model = model
         self.cache = model.new_cache(max_len)
         self.fed: list[int] = []  # tokens whose keys/values the cache holds
+        # The logits after the last prompt pass's last row (prefill, feed, a batched prompt
+        # row): what the model expects after the prompt so far. The streaming prefill reads
+        # P(end of the user's turn) from it at no cost (stages/llm/ahead.py).
+        self.last_logits: torch.Tensor | np.ndarray | None = None
         # For drafters that read the target's hidden states (EAGLE style): a
         # (max_len, dim) buffer whose row i is position i's state after the final norm.
         self.feats: torch.Tensor | None = None
@@ -66,6 +70,12 @@ class ModelTarget:
         # for text, so a second core shortens the wait for the first audio. With the TTS
         # (or another session) busy, the budget gives one (voicepipe/nn/threads.py).
         self.decode_threads = 1
+        # Prompt rows attended one at a time on aten's path, so a prompt's keys and values
+        # do not depend on how it was split into passes (aten's fused attention over a
+        # block of rows is not batch-invariant; the fused kernel is row-wise always). Set
+        # by the streaming prefill (stages/llm/ahead.py), which splits a turn's prompt
+        # wherever the user's words happened to be agreed.
+        self.rowwise_prompt = False
 
     @property
     def length(self) -> int:
@@ -100,7 +110,10 @@ class ModelTarget:
         # output rows and heads: the result does not depend on it.
         want = self.prefill_threads if end - start > 1 else 1
         with _kernel_threads(want) as n:
-            logits = llama.prefill(self.model, self.cache, tokens[start:end], self.feats, n)
+            logits = llama.prefill(
+                self.model, self.cache, tokens[start:end], self.feats, n, self.rowwise_prompt
+            )
+        self.last_logits = logits
         self.fed = list(tokens[:end])
         self.prefilled += end - start
         return logits

@@ -37,7 +37,8 @@ from typing import Any, Protocol
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core.turns.preempt import Preemption
+from voicepipe.core.turns.preempt import Decision, Preemption
+from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import (
     Alert,
     Cancel,
@@ -53,9 +54,11 @@ from voicepipe.frames import (
     SystemFrame,
     TextChunk,
     TranscriptFinal,
+    TranscriptPartial,
     TranscriptStable,
 )
 from voicepipe.stage import Stage, TurnCounter
+from voicepipe.stages.llm.ahead import PrefillAhead
 from voicepipe.stages.llm.context import Conversation, Message
 from voicepipe.stages.llm.local import LocalEngine
 from voicepipe.stages.llm.preempt import Preempter
@@ -83,11 +86,18 @@ class Backend(Protocol):
 class LlmStage(Stage):
     """``engine``: a local engine fork to use (then the backend is local whatever
     ``llm.backend`` says); None: the backend ``llm.backend`` names, a local one built in
-    ``start``. ``turns``: the turn counter shared with the ASR stage."""
+    ``start``. ``turns``: the turn counter shared with the ASR stage; ``eot``: where the
+    streaming prefill posts P(end of turn) for the ASR's endpointer (shared likewise)."""
 
     name = "llm"
 
-    def __init__(self, cfg: Config, engine: Any = None, turns: TurnCounter | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        engine: Any = None,
+        turns: TurnCounter | None = None,
+        eot: EndOfTurnBoard | None = None,
+    ) -> None:
         super().__init__(queue_size=16)
         self.cfg = cfg
         self.conversation = Conversation(cfg.llm.system_prompt, cfg.llm.max_new_tokens)
@@ -107,6 +117,10 @@ class LlmStage(Stage):
         self.preempter = Preempter(
             Preemption(cfg.turns.preempt), self._out, self._generate, self.conversation.remember
         )
+        # Streaming prefill of the user's words (stages/llm/ahead.py): the local model only.
+        self.ahead: PrefillAhead | None = None
+        if cfg.turns.prefill_ahead and isinstance(self.backend, LocalEngine):
+            self.ahead = PrefillAhead(self.backend, eot, cfg.llm.prefill_chunk)
 
     async def _out(self, frame: Frame) -> None:
         # (``push`` is wired after construction, by the pipeline: looked up at each frame)
@@ -145,9 +159,13 @@ class LlmStage(Stage):
 
     async def start(self) -> None:
         await self.backend.start()
+        if self.ahead is not None:
+            self.ahead.prepare()
 
     async def stop(self) -> None:
         self.toolset.close()  # a session's timers end with it
+        if self.ahead is not None:
+            await self.ahead.stop_background()
         if self.preempter.tentative is not None:
             await self.preempter.cancel(self.preempter.tentative, "end")
         await self.backend.stop()
@@ -189,12 +207,20 @@ class LlmStage(Stage):
             if not conv.auto_reply:
                 return  # no reply of its own: nothing to start early
             d = p.policy.on_stable(frame.turn_id, frame.text.strip())
-            await p.apply(d, frame.turn_id, frame)
+            await p.apply(Decision(cancel=d.cancel), frame.turn_id)  # (frees the cache)
+            if self.ahead is not None:  # the pause's words, and P(end) for the endpointer
+                await self.ahead.on_pause(
+                    frame.turn_id, frame.text.strip(), frame.speech_end_media_ns
+                )
+            await p.apply(Decision(start=d.start), frame.turn_id, frame)
             return
         if isinstance(frame, SpeechResumed):
             await p.apply(p.policy.on_resumed(frame.turn_id), frame.turn_id)
             return
         await self.push(frame)
+        if isinstance(frame, TranscriptPartial) and self.ahead is not None and conv.auto_reply:
+            await self.ahead.on_partial(frame.turn_id, frame.stable_prefix)
+            return
         if not isinstance(frame, TranscriptFinal) or not frame.text.strip() or not conv.auto_reply:
             return
         text = frame.text.strip()
@@ -226,9 +252,16 @@ class LlmStage(Stage):
         return " ".join(r.spoken)
 
     async def _generate(self, r: Reply) -> None:
+        ahead = self.ahead
+        if ahead is not None:
+            ahead.replying += 1
         try:
+            if ahead is not None:
+                await ahead.before_reply(r)
             await self.backend.generate(r)
         finally:
+            if ahead is not None:
+                ahead.replying -= 1
             if r.metrics is not None:  # (None: stopped before its first pass, as if unasked)
                 # Interrupted or not, the conversation remembers only what reached the TTS;
                 # a tentative reply not (yet) committed is remembered by commit, or never.

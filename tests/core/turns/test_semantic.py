@@ -1,0 +1,126 @@
+"""Semantic end of turn (core/turns/semantic.py): the pause a P(end) asks for, the board
+that carries it to the endpointer, the books of the streaming prefill, and the endpointer
+under a semantic policy."""
+
+from __future__ import annotations
+
+import pytest
+
+from voicepipe.core.turns.endpoint import EndpointConfig, Endpointer, SpeechEnded
+from voicepipe.core.turns.semantic import (
+    AheadLedger,
+    EndOfTurnBoard,
+    eagerness,
+    silence_needed_ms,
+    turn_over,
+)
+
+MS = 1_000_000
+
+
+def test_eagerness_names_and_the_silence_fallback() -> None:
+    assert eagerness("off") is None
+    auto, medium = eagerness("auto"), eagerness("medium")
+    assert auto == medium and auto is not None and auto.name == "medium"
+    e = eagerness("medium", end_silence_ms=400)
+    assert e is not None and e.unknown_ms == 400  # no estimate: the plain silence rule
+    with pytest.raises(ValueError, match="eagerness"):
+        eagerness("eager")
+
+
+def test_a_finished_turn_ends_sooner_an_unfinished_one_later() -> None:
+    e = eagerness("medium", 400)
+    assert e is not None
+    assert silence_needed_ms(0.9, e) == e.min_ms < 400
+    assert silence_needed_ms(0.0005, e) == e.max_ms >= 1500
+    assert silence_needed_ms(None, e) == 400
+    # Monotone between the thresholds, strictly inside the range.
+    ps = [e.p_lo * 1.01, 0.01, 0.05, 0.15, e.p_hi * 0.99]
+    waits = [silence_needed_ms(p, e) for p in ps]
+    assert all(a > b for a, b in zip(waits, waits[1:], strict=False))
+    assert all(e.min_ms < w < e.max_ms for w in waits)
+    assert turn_over(e.min_ms, 0.9, e) and not turn_over(e.min_ms, 0.01, e)
+    assert turn_over(e.max_ms, 0.0005, e)
+
+
+def test_eagerness_orders_the_waits() -> None:
+    hi, med, lo = (eagerness(n, 400) for n in ("high", "medium", "low"))
+    assert hi is not None and med is not None and lo is not None
+    for p in (0.0005, 0.003, 0.01, 0.1, 0.4, 0.9):
+        assert silence_needed_ms(p, hi) <= silence_needed_ms(p, med) <= silence_needed_ms(p, lo)
+
+
+def test_the_board_answers_only_for_its_turn_and_speech_end() -> None:
+    b = EndOfTurnBoard()
+    assert b.p_end(1, 100) is None
+    b.post(1, 100, 0.7, "Hi.")
+    assert b.p_end(1, 100) == 0.7
+    assert b.p_end(1, 132) is None  # the user spoke on: void
+    assert b.p_end(2, 100) is None
+    with pytest.raises(ValueError, match="probability"):
+        b.post(1, 100, 1.5)
+
+
+def test_the_ledger_counts_kept_rolled_back_and_passes() -> None:
+    led = AheadLedger()
+    conv = [1, 2, 3]  # the conversation and the user header, in the cache before the turn
+    led.fed(conv + [10, 11], ran=2, passes=1, base=3)
+    assert led.plan(conv + [10, 11, 12]) == 5
+    led.fed(conv + [10, 11, 12, 13], ran=2, passes=1)
+    # A revision: the last word re-tokenised differently rolls two tokens back.
+    assert led.plan(conv + [10, 11, 14]) == 5
+    led.fed(conv + [10, 11, 14], ran=1, passes=1)
+    assert (led.prefilled, led.rolled_back, led.passes, led.texts) == (5, 2, 3, 3)
+    kept, dropped = led.settle(conv + [10, 11, 15, 16])  # the final differs in its last token
+    assert (kept, dropped) == (2, 1)
+    assert led.settle(conv + [10, 11, 15, 16]) == (2, 0)  # nothing counted twice
+    assert led.rolled_back == 3 and led.wasted_share == pytest.approx(3 / 5)
+    led.reset()
+    assert led.held is None and led.prefilled == led.rolled_back == 0
+    assert led.settle([1]) == (0, 0)
+    with pytest.raises(ValueError):
+        led.fed([1], ran=-1, passes=0)
+
+
+def _speak_then_pause(ep: Endpointer, speech_ms: int, silence_ms: int, p_end=None):
+    """32 ms chunks of speech, then silence; P(end) given at the first silent chunk."""
+    t = 0
+    for _ in range(speech_ms // 32):
+        ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)
+        t += 32
+    for i in range(silence_ms // 32):
+        if i == 0 and p_end is not None:
+            ep.set_p_end(p_end, ep.last_speech_media_ns)
+        for ev in ep.update(0.0, t * MS, (t + 32) * MS, (t + 32) * MS):
+            if isinstance(ev, SpeechEnded):
+                return (t + 32) - ev.last_speech_media_ns // MS
+        t += 32
+    return None
+
+
+def _ep(name: str) -> Endpointer:
+    return Endpointer(EndpointConfig(end_silence_ms=400, semantic=eagerness(name, 400)))
+
+
+def test_endpointer_commits_sooner_on_a_finished_turn_and_waits_through_an_unfinished_one() -> None:
+    assert _speak_then_pause(_ep("off"), 640, 3000, p_end=0.99) == 416  # silence only
+    assert _speak_then_pause(_ep("medium"), 640, 3000) == 416  # no estimate: as before
+    soon = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.95)
+    late = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.0005)
+    assert soon is not None and late is not None
+    assert 200 <= soon < 260 and late >= 1500
+    eager = _speak_then_pause(_ep("high"), 640, 3000, p_end=0.0005)
+    assert eager is not None and eager < late
+
+
+def test_speech_after_the_estimate_voids_it() -> None:
+    ep = _ep("medium")
+    t = 0
+    for _ in range(20):
+        ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)
+        t += 32
+    ep.set_p_end(0.99, ep.last_speech_media_ns)
+    assert ep.p_end == 0.99
+    ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)  # the user speaks on
+    assert ep.p_end is None
+    assert ep.silence_needed_ns() == 400 * MS
