@@ -64,11 +64,13 @@ inline float softmax_weights(float* s, int64_t n) {
   return 1.0f / _mm512_reduce_add_ps(sum);
 }
 
-// act = silu(gate) * up for one row of gu = [gate ‖ up].
-inline void silu_mul(const float* gu, float* act, int64_t ffn) {
+// act = silu(gate) * up for one row of gu = [gate ‖ up], columns [i0, i1)
+// (i0 a multiple of 16).
+inline void silu_mul(const float* gu, float* act, int64_t ffn, int64_t i0 = 0, int64_t i1 = -1) {
   const __m512 one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < ffn; i += 16) {
-    const __mmask16 k = tail(ffn - i);
+  if (i1 < 0) i1 = ffn;
+  for (int64_t i = i0; i < i1; i += 16) {
+    const __mmask16 k = tail(i1 - i);
     const __m512 g = _mm512_maskz_loadu_ps(k, gu + i);
     const __m512 u = _mm512_maskz_loadu_ps(k, gu + ffn + i);
     const __m512 sg = _mm512_div_ps(g, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));

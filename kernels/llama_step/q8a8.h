@@ -29,37 +29,32 @@ namespace q8a8 {
 constexpr int64_t kChunk = 64;  // weights per vpdpbusd
 constexpr int64_t kBlock = 32;  // activation values per scale
 
-// Quantized activation rows: q (M, K) int8; per 64-chunk, 16 lane scales (lanes
-// 0-7 carry block 2c's scale, 8-15 block 2c+1's) and 16 int32 lane offsets.
+// Quantized activation rows (storage elsewhere): q (M, K) int8; per 64-chunk,
+// 16 lane scales (lanes 0-7 carry block 2c's scale, 8-15 block 2c+1's) and 16
+// int32 lane offsets.
 struct Act {
   int64_t M = 0, K = 0;
-  std::vector<int8_t> q;
-  std::vector<float> s;
-  std::vector<int32_t> off;
+  const int8_t* q = nullptr;
+  const float* s = nullptr;
+  const int32_t* off = nullptr;
 };
 
-inline void quantize(const float* x, int64_t M, int64_t K, Act& a) {
-  a.M = M;
-  a.K = K;
+// Chunks [i0, i1) of the M·(K/64) row-major 64-chunks of x (M, K) into q, s, off.
+inline void quantize(const float* x, int64_t K, int8_t* q, float* s, int32_t* off, int64_t i0,
+                     int64_t i1) {
   const int64_t nc = K / kChunk;
-  a.q.resize(M * K);
-  a.s.resize(M * nc * 16);
-  a.off.resize(M * nc * 16);
-  for (int64_t m = 0; m < M; ++m) {
-    const float* xr = x + m * K;
-    int8_t* qr = a.q.data() + m * K;
-    for (int64_t b = 0; b < K / kBlock; ++b) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t m = i / nc, c = i % nc;
+    const float* xr = x + m * K + c * kChunk;
+    int8_t* qr = q + m * K + c * kChunk;
+    for (int h = 0; h < 2; ++h) {
       int32_t qsum;
-      const float s = simd::quantize32(xr + b * kBlock, qr + b * kBlock, &qsum);
-      float* sv = a.s.data() + (m * nc + b / 2) * 16 + (b % 2) * 8;
-      for (int i = 0; i < 8; ++i) sv[i] = s;
+      const float sc = simd::quantize32(xr + h * kBlock, qr + h * kBlock, &qsum);
+      for (int l = 0; l < 8; ++l) s[i * 16 + h * 8 + l] = sc;
     }
-    for (int64_t c = 0; c < nc; ++c) {
-      int32_t* o = a.off.data() + (m * nc + c) * 16;
-      for (int l = 0; l < 16; ++l) {
-        const int8_t* g = qr + c * kChunk + 4 * l;
-        o[l] = -128 * ((int32_t)g[0] + g[1] + g[2] + g[3]);
-      }
+    for (int l = 0; l < 16; ++l) {
+      const int8_t* g = qr + 4 * l;
+      off[i * 16 + l] = -128 * ((int32_t)g[0] + g[1] + g[2] + g[3]);
     }
   }
 }
@@ -79,9 +74,9 @@ inline void tile(const Act& a, int64_t m0, const int8_t* w, const float* scale, 
       wv[j] = _mm512_xor_si512(_mm512_loadu_si512(w + (n + j) * K + c * kChunk), flip);
     for (int i = 0; i < MB; ++i) {
       const int64_t r = (m0 + i) * nc + c;
-      const __m512i q = _mm512_loadu_si512(a.q.data() + (m0 + i) * K + c * kChunk);
-      const __m512i off = _mm512_loadu_si512(a.off.data() + r * 16);
-      const __m512 s = _mm512_loadu_ps(a.s.data() + r * 16);
+      const __m512i q = _mm512_loadu_si512(a.q + (m0 + i) * K + c * kChunk);
+      const __m512i off = _mm512_loadu_si512(a.off + r * 16);
+      const __m512 s = _mm512_loadu_ps(a.s + r * 16);
       for (int j = 0; j < NB; ++j)
         acc[i][j] =
             _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, wv[j], q)), s, acc[i][j]);

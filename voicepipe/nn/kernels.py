@@ -123,5 +123,6 @@ def llama_step() -> ModuleType | None:
             "llama_step/simd.h",
             "llama_step/matrix.h",
             "llama_step/ops.h",
+            "llama_step/team.h",
         ),
     )
