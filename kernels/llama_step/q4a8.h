@@ -2,7 +2,8 @@
 //
 // Weights are GGUF Q4_1-shaped: per 32 consecutive inputs (a block) a scale d
 // and min m, w = d·q + m, q in 0..15. The default model ships as Q4_1, so
-// re-packing its dequantized tensors is exact. 0.69 bytes per weight.
+// re-packing its dequantized tensors is exact. 0.625 bytes per weight as
+// the kernel reads them (W::dm).
 //
 // Layout (voicepipe.nn.qlinear.pack_q4 writes it): output rows in groups of
 // 16, and per group and block the 512 weights as 8 rows of 64 bytes, row kq
