@@ -153,12 +153,16 @@ def _generate(engine, ids: list[int], n: int, spec: bool):
     return out, t_end - t0, t_end - t_first, dec.metrics
 
 
-def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = True) -> dict:
+def model_row(
+    name: str, weights: str, n: int, repeats: int, kernels: bool = True, threads: int = 1
+) -> dict:
     from voicepipe.nn.llm import llama
     from voicepipe.nn.llm.engine import ModelTarget, gguf_path
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
 
-    m, load_s = llama.load(gguf_path(name), weights, max_len=1024, kernels=kernels)
+    # threads: the fused kernel's own team (the per-op path follows torch.set_num_threads);
+    # without it the fused row ran on one thread whatever --threads said.
+    m, load_s = llama.load(gguf_path(name), weights, max_len=1024, kernels=kernels, threads=threads)
     tok = ChatTokenizer(m.metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
     ttft, tpot = [], []
@@ -176,6 +180,7 @@ def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = Tru
         "model": name,
         "weights": weights,
         "kernel": m.kernel,
+        "threads": threads,
         "params_m": round(m.n_params / 1e6, 1),
         "load_s": round(load_s, 2),
         "prompt_tokens": len(ids),
@@ -301,10 +306,12 @@ def run(args: argparse.Namespace) -> int:
     }
     try:
         for w in formats:
-            out["models"].append(model_row(model, w, n, args.repeats))
+            out["models"].append(model_row(model, w, n, args.repeats, threads=args.threads))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
             if w in ("int8", "int4") and out["models"][-1]["kernel"] != "aten":  # kernels off
-                out["models"].append(model_row(model, w, n, args.repeats, kernels=False))
+                out["models"].append(
+                    model_row(model, w, n, args.repeats, kernels=False, threads=args.threads)
+                )
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if args.peer == "llamacpp":
             out["models"].append(_peer_row(model, n, args.repeats, args.threads))
@@ -322,7 +329,9 @@ def run(args: argparse.Namespace) -> int:
             n_pair = args.pair_tokens
             pair_sets = {s: p[: args.pair_prompts] for s, p in PROMPTS.items()}
             for name in PAIR:
-                out["models"].append(model_row(name, cfg.llm.weights, n_pair, 1))
+                out["models"].append(
+                    model_row(name, cfg.llm.weights, n_pair, 1, threads=args.threads)
+                )
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
             out["drafters"] += drafter_rows(tgt, drf, cfg.llm.weights, k, pair_sets, n_pair, 1)
             # The same draft behind prompt lookup (spec.hybrid).
