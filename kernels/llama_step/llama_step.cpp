@@ -4,10 +4,11 @@
 // kernel is tested against) spent ~24 ms per SmolLM2-135M token in dispatch
 // and Python overhead: 30 layers × ~20 small ops, against ~6 ms of weight
 // reads. Here the whole step is one call: plain loops for the small ops and
-// one matrix kernel per projection. With AVX512-VNNI the matrices multiply
-// int8-quantized activations (per 32 values) with int8 weights (q8a8.h) or
-// the GGUF's Q4_1 grid (q4a8.h); without it, int8 weights with fp32
-// activations (q8gemm.h). Each weight row is read once for up to 8 tokens.
+// one matrix kernel per projection. The matrices multiply int8-quantized
+// activations (per 32 values) with int8 weights (q8a8.h) or the GGUF's Q4_1
+// grid (q4a8.h), on AVX512-VNNI or AVX2 (simd.h); an int8 matrix whose K is not
+// a multiple of 64 takes fp32 activations (q8gemm.h). Each weight row is read
+// once for up to 8 tokens.
 //
 // Batch invariance: every token row goes through the same arithmetic whatever
 // the number of tokens fed (row-independent matrix kernels, attention one row
@@ -35,8 +36,8 @@ namespace {
 
 using namespace step;
 using simd::exp16;
+using simd::F16;
 using simd::hsum16;
-using simd::tail;
 
 // The shape of the rows fed in one call: a chain (row t at depth t: decode,
 // verify, prefill) or a tree of drafts (forward_into's parents).
@@ -304,16 +305,15 @@ class Model {
     }
     // Softmax probabilities: exp(l - max) / Σ exp(l - max).
     const int64_t best = top[0];
-    const __m512 mx = _mm512_set1_ps(l[best]);
-    __m512 acc = _mm512_setzero_ps();
+    const F16 mx = simd::set1(l[best]);
+    F16 acc = simd::zero();
     for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = tail(n - j);
-      const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(mx, k, l + j), mx));
-      acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(k, e));
+      const F16 e = exp16(simd::sub(simd::load_tail_or(mx, l + j, n - j), mx));
+      acc = simd::add(acc, simd::keep_tail(e, n - j));
     }
     auto h = torch::empty({dim}, torch::kFloat);
     std::memcpy(h.data_ptr<float>(), &normed[(T - 1) * dim], dim * sizeof(float));
-    const double inv = 1.0 / (double)_mm512_reduce_add_ps(acc);
+    const double inv = 1.0 / (double)simd::reduce_add(acc);
     std::vector<int64_t> rows(top, top + found);
     std::vector<double> probs;
     for (int i = 0; i < found; ++i) probs.push_back(std::exp((double)(l[top[i]] - l[best])) * inv);
@@ -671,24 +671,22 @@ class Model {
         const float* kb = block(kbase(j0), t, j0, cnt);
         for (int64_t h = 0; h < G; ++h) {
           const float* q = qkv + t * nqkv + (g * G + h) * D;
-          __m512 acc[16];
-          for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+          F16 acc[16];
+          for (int r = 0; r < 16; ++r) acc[r] = simd::zero();
           // d outer, keys inner: 16 independent FMA chains instead of one
           // 4-deep chain per key (latency-bound); each key's sum keeps its order.
           if (cnt == 16) {
             for (int64_t d = 0; d < D; d += 16) {
-              const __m512 qv = _mm512_loadu_ps(q + d);
-              for (int r = 0; r < 16; ++r)
-                acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+              const F16 qv = simd::load(q + d);
+              for (int r = 0; r < 16; ++r) acc[r] = simd::fmadd(qv, simd::load(kb + r * D + d), acc[r]);
             }
           } else {
             for (int64_t d = 0; d < D; d += 16) {
-              const __m512 qv = _mm512_loadu_ps(q + d);
-              for (int r = 0; r < cnt; ++r)
-                acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+              const F16 qv = simd::load(q + d);
+              for (int r = 0; r < cnt; ++r) acc[r] = simd::fmadd(qv, simd::load(kb + r * D + d), acc[r]);
             }
           }
-          _mm512_mask_storeu_ps(row(t, h) + j0, tail(cnt), hsum16(acc));
+          simd::store_tail(row(t, h) + j0, hsum16(acc), cnt);
         }
       }
     }
@@ -722,9 +720,8 @@ class Model {
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t h = 0; h < G; ++h) {
         float* o = out + (t * H_ + g * G + h) * D;
-        const __m512 iv = _mm512_set1_ps(inv[(t - t0) * G + h]);
-        for (int64_t d = 0; d < D; d += 16)
-          _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), iv));
+        const F16 iv = simd::set1(inv[(t - t0) * G + h]);
+        for (int64_t d = 0; d < D; d += 16) simd::store(o + d, simd::mul(simd::load(o + d), iv));
       }
   }
 
@@ -765,7 +762,8 @@ torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix,
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.attr("vnni") = kVnni;
+  // The instruction set the kernel was built for ("avx512": AVX-512 VNNI; "avx2").
+  m.attr("isa") = simd::kAvx512 ? "avx512" : "avx2";
   m.def("gemm", &gemm,
         "the fused step's y = x @ Wᵀ, W given as [w, scale] (int8) or [nibbles, d, m] (q4); "
         "best: each row's argmax",

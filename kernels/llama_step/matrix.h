@@ -11,17 +11,10 @@
 #include "../q8gemm/q8gemm.h"
 #include "simd.h"
 #include "team.h"
-#ifdef __AVX512VNNI__
 #include "q4a8.h"
 #include "q8a8.h"
-constexpr bool kVnni = true;
-#else
-constexpr bool kVnni = false;
-#endif
 
 namespace step {
-
-using simd::tail;
 
 struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [nibbles, d, m]
   std::vector<torch::Tensor> keep;
@@ -29,9 +22,7 @@ struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [ni
   const int8_t* wp = nullptr;
   const float* sp = nullptr;
   int64_t n = 0, k = 0;
-#ifdef __AVX512VNNI__
   q4a8::W w4{};
-#endif
 };
 
 QW make_qw(const std::vector<torch::Tensor>& parts) {
@@ -51,7 +42,6 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
     return q;
   }
   TORCH_CHECK(parts.size() == 3, "a matrix is [w, scale] (int8) or [nibbles, d, m] (q4)");
-#ifdef __AVX512VNNI__
   const auto &p = parts[0], &d = parts[1], &m = parts[2];
   TORCH_CHECK(d.scalar_type() == torch::kFloat && d.is_contiguous() && d.dim() == 2,
               "q4 scales must be contiguous (out, in/32) float32");
@@ -69,9 +59,6 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
                          (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k, q.w4),
               "q4 scales must be float16 values (as pack_q4 rounds them)");
   return q;
-#else
-  TORCH_CHECK(false, "q4 matrices need AVX512-VNNI");
-#endif
 }
 
 using team::Ctx;
@@ -94,9 +81,8 @@ struct ActBuf {
 };
 
 // This member's share of quantizing x (M, q.k) for matrix q into buf (then a
-// barrier before any member multiplies). Nothing to do without VNNI.
+// barrier before any member multiplies).
 inline void quantize_part(const Ctx& c, const QW& q, const float* x, int64_t M, ActBuf& buf) {
-#ifdef __AVX512VNNI__
   int64_t i0, i1;
   if (q.q4) {
     c.split(M * (q.k / q4a8::kBlock), i0, i1);
@@ -105,7 +91,6 @@ inline void quantize_part(const Ctx& c, const QW& q, const float* x, int64_t M, 
     c.split(M * (q.k / q8a8::kChunk), i0, i1);
     q8a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.off.data(), i0, i1);
   }
-#endif
 }
 
 // Each row's argmax, folded per member over its columns, then merged (Argmax::merge).
@@ -138,10 +123,9 @@ struct Argmax {
 // Each row's argmax over columns [c0, c1) of y (stride n), folded into (mx, best):
 // the first of equal maxima, as numpy's and torch's argmax pick.
 inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, int64_t& best) {
-  __m512 v = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = c0; j < c1; j += 16)
-    v = _mm512_max_ps(v, _mm512_mask_loadu_ps(v, tail(c1 - j), row + j));
-  const float cmax = _mm512_reduce_max_ps(v);
+  simd::F16 v = simd::set1(-INFINITY);
+  for (int64_t j = c0; j < c1; j += 16) v = simd::max(v, simd::load_tail_or(v, row + j, c1 - j));
+  const float cmax = simd::reduce_max(v);
   if (!(cmax > mx)) return;  // ties keep the earlier column
   for (int64_t j = c0; j < c1; ++j)
     if (row[j] == cmax) {
@@ -154,7 +138,8 @@ inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, i
 // This member's share of y (M, q.n) = x (M, k) · Wᵀ: a contiguous range of
 // output rows (16-row groups for q4), the same size for every member (a
 // matrix's rows all cost the same bytes). int8 activations (quantize_part
-// first) on VNNI, else fp32 x (q8gemm.h). am (optional): fold each row's
+// first), or fp32 x (q8gemm.h) for an int8 matrix whose K is not a multiple of
+// 64. am (optional): fold each row's
 // argmax over the member's columns, a chunk at a time while it is still in
 // L1/L2 (a scan of the finished head logits read them back from DRAM: 50-130
 // µs for 1-6 rows, against 4-31 µs warm).
@@ -162,7 +147,6 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
                       int64_t M, Argmax* am = nullptr) {
   int64_t c0, c1;  // the member's output columns
   int64_t unit = 16;
-#ifdef __AVX512VNNI__
   if (q.q4) {
     q4a8::Act a;
     a.M = M;
@@ -187,7 +171,6 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
     }
     return;
   }
-#endif
   {
     int64_t u0, u1;
     c.split((q.n + unit - 1) / unit, u0, u1);
@@ -195,7 +178,6 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
     c1 = std::min(q.n, u1 * unit);
   }
   auto range = [&](int64_t n0, int64_t n1) {
-#ifdef __AVX512VNNI__
     if (q.k % q8a8::kChunk == 0) {
       q8a8::Act a;
       a.M = M;
@@ -206,7 +188,6 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
       q8a8::gemm_range(a, q.wp, q.sp, y, q.n, n0, n1);
       return;
     }
-#endif
     q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, n0, n1);
   };
   if (am == nullptr) {
@@ -242,13 +223,13 @@ inline void matmul(const QW& q, const float* x, float* y, int64_t M, int threads
 // scales by. The same arithmetic whichever member asks, so every member may
 // compute it for a row it shares.
 inline float rms_factor(const float* x, const float* add, int64_t dim, float eps) {
-  __m512 acc = _mm512_setzero_ps();
+  simd::F16 acc = simd::zero();
   for (int64_t i = 0; i < dim; i += 16) {
-    __m512 v = _mm512_maskz_loadu_ps(tail(dim - i), x + i);
-    if (add) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(tail(dim - i), add + i));
-    acc = _mm512_fmadd_ps(v, v, acc);
+    simd::F16 v = simd::load_tail(x + i, dim - i);
+    if (add) v = simd::add(v, simd::load_tail(add + i, dim - i));
+    acc = simd::fmadd(v, v, acc);
   }
-  return 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / (float)dim + eps);
+  return 1.0f / std::sqrt(simd::reduce_add(acc) / (float)dim + eps);
 }
 
 void rms_norm(const float* x, const float* w, float* y, int64_t dim, float eps) {
@@ -264,7 +245,6 @@ inline int64_t unit_of(const QW& q) { return q.k % 64 == 0 ? 64 : 32; }
 // buf, as quantize_part does for the whole of x.
 inline void quant_units(const QW& q, const float* x, int64_t m, int64_t u0, int64_t u1,
                         ActBuf& buf) {
-#ifdef __AVX512VNNI__
   if (q.q4) {
     const int64_t per = unit_of(q) / q4a8::kBlock, nb = q.k / q4a8::kBlock;
     q4a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.t.data(), m * nb + u0 * per,
@@ -273,7 +253,6 @@ inline void quant_units(const QW& q, const float* x, int64_t m, int64_t u0, int6
     const int64_t nc = q.k / q8a8::kChunk;
     q8a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.off.data(), m * nc + u0, m * nc + u1);
   }
-#endif
 }
 
 }  // namespace step

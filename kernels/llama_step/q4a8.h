@@ -1,4 +1,4 @@
-// 4-bit weights × int8 activations on AVX512-VNNI, for the fused llama step.
+// 4-bit weights × int8 activations on AVX512-VNNI (or AVX2), for the fused llama step.
 //
 // Weights are GGUF Q4_1-shaped: per 32 consecutive inputs (a block) a scale d
 // and min m, w = d·q + m, q in 0..15. The default model ships as Q4_1, so
@@ -104,6 +104,7 @@ inline void quantize(const float* x, int64_t K, int8_t* q, float* s, float* t, i
 }
 
 // Outputs of group g for MB activation rows from m0.
+#if VP_AVX512
 template <int MB>
 inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
   const int64_t nb = w.nb, K = w.K;
@@ -149,6 +150,61 @@ inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
   const int64_t n0 = g * 16, cnt = std::min<int64_t>(16, w.N - n0);
   for (int i = 0; i < MB; ++i) _mm512_mask_storeu_ps(y + (m0 + i) * w.N + n0, simd::tail(cnt), acc[i]);
 }
+#else
+// AVX2: no vpdpbusd, so each 4-input dot is vpmaddubsw (u8 weight × s8
+// activation, pairs summed into int16) then vpmaddwd with ones (pairs of those
+// into int32). The int16 sums of a block's 8 rows are added before widening:
+// |Σ| ≤ 8 · 2 · 15 · 128 = 30,720 < 32,767, so nothing saturates and every
+// int32 dot is exact, the same integer as vpdpbusd's. The 16 outputs are two
+// halves of 8 (the nibble loads split that way: 32 bytes at 32·v hold row
+// kq = v/2, half v%2 in the low nibbles and row 4 + v/2 in the high ones);
+// each half keeps its 8 weight registers while every activation row uses them.
+// Per lane the float operations are the AVX-512 path's, in its order.
+template <int MB>
+inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
+  const int64_t nb = w.nb, K = w.K;
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  simd::F16 acc[MB];
+  for (int i = 0; i < MB; ++i) acc[i] = simd::zero();
+  const int8_t* aq = a.q + m0 * K;
+  const float* sr = a.s + m0 * nb;
+  const uint8_t* nib = w.nib + g * nb * 256;
+  const uint16_t* dmg = w.dm.get() + g * nb * 32;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* nbk = nib + b * 256;
+    for (int v = 0; v < 4; ++v)  // as the AVX-512 path (see there)
+      _mm_prefetch((const char*)(nbk + kAhead * 256 + 64 * v), _MM_HINT_T0);
+    _mm_prefetch((const char*)(dmg + (b + kAhead) * 32), _MM_HINT_T0);
+    for (int hf = 0; hf < 2; ++hf) {
+      __m256i wt[8];
+      for (int kq = 0; kq < 4; ++kq) {
+        const __m256i x = _mm256_loadu_si256((const __m256i*)(nbk + 64 * kq + 32 * hf));
+        wt[kq] = _mm256_and_si256(x, low);
+        wt[4 + kq] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
+      }
+      const __m256 dv = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(dmg + b * 32 + 8 * hf)));
+      for (int i = 0; i < MB; ++i) {
+        const int32_t* qi = (const int32_t*)(aq + i * K + b * kBlock);
+        __m256i s16 = _mm256_maddubs_epi16(wt[0], _mm256_set1_epi32(qi[0]));
+        for (int kq = 1; kq < 8; ++kq)
+          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wt[kq], _mm256_set1_epi32(qi[kq])));
+        const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
+        __m256& ac = hf ? acc[i].hi : acc[i].lo;
+        ac = _mm256_fmadd_ps(d, _mm256_mul_ps(dv, _mm256_set1_ps(sr[i * nb + b])), ac);
+      }
+    }
+  }
+  // The min terms, then the store.
+  for (int64_t b = 0; b < nb; ++b) {
+    const simd::F16 mv = simd::load_half(dmg + b * 32 + 16);
+    for (int i = 0; i < MB; ++i)
+      acc[i] = simd::fmadd(simd::set1(a.t[(m0 + i) * nb + b]), mv, acc[i]);
+  }
+  const int64_t n0 = g * 16, cnt = std::min<int64_t>(16, w.N - n0);
+  for (int i = 0; i < MB; ++i) simd::store_tail(y + (m0 + i) * w.N + n0, acc[i], cnt);
+}
+#endif
 
 // y (M, N) = dequant(a) · dequant(w)ᵀ for the 16-output groups [g0, g1), in
 // passes of at most kMaxRows activation rows (9-16 rows as two even halves).

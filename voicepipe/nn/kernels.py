@@ -2,7 +2,9 @@
 
 Each kernel sits beside a pure-PyTorch reference it is tested against, and
 every caller falls back to that reference when the build is impossible: no
-compiler, no AVX-512, or ``VOICEPIPE_KERNELS=0``. The extension's name carries
+compiler, a CPU with neither AVX-512 nor AVX2, or ``VOICEPIPE_KERNELS=0``.
+The kernels are compiled with ``-march=native`` for AVX-512 VNNI or AVX2 + FMA +
+F16C (kernels/llama_step/simd.h picks). The extension's name carries
 a hash of its sources (headers included), so editing a kernel rebuilds it
 instead of loading a stale cached build.
 """
@@ -25,10 +27,11 @@ _LOCK = threading.Lock()
 
 
 def enabled() -> bool:
-    """Kernels may be used here: not disabled, and the CPU has AVX-512."""
+    """Kernels may be used here: not disabled, and the CPU has AVX-512 or AVX2 (torch's
+    own dispatch level: "AVX512" or "AVX2"; "DEFAULT" and non-x86 levels have no kernel)."""
     if os.environ.get("VOICEPIPE_KERNELS", "1") == "0":
         return False
-    return "AVX512" in torch.backends.cpu.get_cpu_capability()
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
 
 
 def build(name: str, main: str, headers: tuple[str, ...] = ()) -> ModuleType | None:
