@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
 import warnings
@@ -54,13 +55,31 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
         from torch.utils.cpp_extension import load
 
         _clear_stale_lock(build_dir(ext) / "lock")
-        return load(
+        # A first build is silent for a minute or more (torch's headers dominate):
+        # say what is happening, as the weight packing does.
+        fresh = not (build_dir(ext) / f"{ext}.so").is_file()
+        t0 = time.perf_counter()
+        if fresh:
+            print(
+                f"voicepipe: compiling kernels/{main} for this CPU "
+                f"({torch.backends.cpu.get_cpu_capability()}), once per machine: about a minute",
+                file=sys.stderr,
+                flush=True,
+            )
+        mod = load(
             name=ext,
             sources=[str(_staged(ext, main, headers))],
             extra_cflags=["-O3", "-march=native", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )
+        if fresh:
+            print(
+                f"voicepipe: kernels/{main} compiled in {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        return mod
     except Exception as e:  # no compiler / headers: the reference path still works
         warnings.warn(f"kernels/{main} not built ({e}); using the PyTorch reference", stacklevel=3)
         return None
