@@ -114,6 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["llamacpp"],
         help="also the same GGUF decoded by llama.cpp (needs llama-cpp-python; --threads threads)",
     )
+    p.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="with --peer: also alternate 8 tokens of the first model row's model and 8 of "
+        "llama.cpp for ROUNDS rounds (one load window for both: a ratio on a shared machine)",
+    )
     p.set_defaults(func=run)
 
 
@@ -316,6 +324,9 @@ def run(args: argparse.Namespace) -> int:
         if args.peer == "llamacpp":
             out["models"].append(_peer_row(model, n, args.repeats, args.threads))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
+            if args.interleave > 0:
+                out["models"].append(_interleaved(model, formats[0], args.interleave, args.threads))
+                print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if not args.no_drafters:
             out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
             if cfg.llm.drafter not in ("", "none", "off", "ngram"):  # the configured drafter too
@@ -347,6 +358,18 @@ def run(args: argparse.Namespace) -> int:
     out["machine"]["loadavg_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=None if args.json else 2))
     return 0
+
+
+def _interleaved(name: str, weights: str, rounds: int, threads: int) -> dict:
+    """llm_peer.interleaved_row on the model rows' prompt."""
+    from voicepipe.bench.llm_peer import interleaved_row
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import gguf_path
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
+
+    m, _ = llama.load(gguf_path(name), weights, max_len=1024, threads=threads)
+    ids = ChatTokenizer(m.metadata).chat_ids([{"role": "user", "content": TTFT_PROMPT}])
+    return interleaved_row(m, name, ids, rounds, threads)
 
 
 def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:
