@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 
 def llamacpp_row(name: str, ids: list[int], n: int, repeats: int, threads: int) -> dict:
@@ -97,11 +98,12 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     ) as p:
         assert p.stdin is not None and p.stdout is not None
+        stdin, stdout = p.stdin, p.stdout
 
-        def ask(cmd: object) -> object:
-            p.stdin.write(json.dumps(cmd) + "\n")
-            p.stdin.flush()
-            line = p.stdout.readline()
+        def ask(cmd: object) -> Any:
+            stdin.write(json.dumps(cmd) + "\n")
+            stdin.flush()
+            line = stdout.readline()
             if not line:
                 raise RuntimeError("llama.cpp peer exited (is llama-cpp-python installed?)")
             return json.loads(line)
@@ -117,12 +119,12 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
                     t0 = time.perf_counter()
                     nxt = int(llama.decode_step(m, cache, nxt).argmax())
                     ours.append(time.perf_counter() - t0)
-                theirs += ask(8)  # type: ignore[operator]
+                theirs += ask(8)
         except (RuntimeError, ValueError) as e:
             row["error"] = str(e)
             return row
         finally:
-            p.stdin.close()
+            stdin.close()
     ours.sort()
     theirs.sort()
     o, t = ours[len(ours) // 2], theirs[len(theirs) // 2]
