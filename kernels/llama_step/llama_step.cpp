@@ -4,10 +4,11 @@
 // kernel is tested against) spent ~24 ms per SmolLM2-135M token in dispatch
 // and Python overhead: 30 layers × ~20 small ops, against ~6 ms of weight
 // reads. Here the whole step is one call: plain loops for the small ops and
-// one matrix kernel per projection. With AVX512-VNNI the matrices multiply
-// int8-quantized activations (per 32 values) with int8 weights (q8a8.h) or
-// the GGUF's Q4_1 grid (q4a8.h); without it, int8 weights with fp32
-// activations (q8gemm.h). Each weight row is read once for up to 8 tokens.
+// one matrix kernel per projection. The matrices multiply int8-quantized
+// activations (per 32 values) with int8 weights (q8a8.h) or the GGUF's Q4_1
+// grid (q4a8.h), on AVX512-VNNI or AVX2 (simd.h); an int8 matrix whose K is not
+// a multiple of 64 takes fp32 activations (q8gemm.h). Each weight row is read
+// once for up to 8 tokens.
 //
 // Batch invariance: every token row goes through the same arithmetic whatever
 // the number of tokens fed (row-independent matrix kernels, attention one row
@@ -35,8 +36,8 @@ namespace {
 
 using namespace step;
 using simd::exp16;
+using simd::F16;
 using simd::hsum16;
-using simd::tail;
 
 // The shape of the rows fed in one call: a chain (row t at depth t: decode,
 // verify, prefill) or a tree of drafts (forward_into's parents).
@@ -304,16 +305,15 @@ class Model {
     }
     // Softmax probabilities: exp(l - max) / Σ exp(l - max).
     const int64_t best = top[0];
-    const __m512 mx = _mm512_set1_ps(l[best]);
-    __m512 acc = _mm512_setzero_ps();
+    const F16 mx = simd::set1(l[best]);
+    F16 acc = simd::zero();
     for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = tail(n - j);
-      const __m512 e = exp16(_mm512_sub_ps(_mm512_mask_loadu_ps(mx, k, l + j), mx));
-      acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(k, e));
+      const F16 e = exp16(simd::sub(simd::load_tail_or(mx, l + j, n - j), mx));
+      acc = simd::add(acc, simd::keep_tail(e, n - j));
     }
     auto h = torch::empty({dim}, torch::kFloat);
     std::memcpy(h.data_ptr<float>(), &normed[(T - 1) * dim], dim * sizeof(float));
-    const double inv = 1.0 / (double)_mm512_reduce_add_ps(acc);
+    const double inv = 1.0 / (double)simd::reduce_add(acc);
     std::vector<int64_t> rows(top, top + found);
     std::vector<double> probs;
     for (int i = 0; i < found; ++i) probs.push_back(std::exp((double)(l[top[i]] - l[best])) * inv);
@@ -376,6 +376,16 @@ class Model {
   // x (ΣT, dim): the segments' rows in order. Matrices over all rows at once,
   // rotation and attention per segment, the head over each segment's rows (its
   // last only where last_only).
+  //
+  // The whole pass is one team job (team.h): every op is split over the
+  // members (matrices by output rows, rotation by (row, KV head), attention by
+  // (segment, KV head, 16-row tile), the row-wise ops by 64-value units), and
+  // members meet at a barrier where an op needs the previous one's every
+  // output: 9 per layer. Each op that feeds a matrix quantizes its own share
+  // of that matrix's input as it writes it (the norms, attention's output,
+  // the SiLU product), so quantizing costs no pass of its own. Every value is
+  // computed by the same arithmetic whichever member computes it, so results
+  // do not depend on the number of threads.
   torch::Tensor run_segments(std::vector<float>& x, const std::vector<Segment>& segs,
                              int64_t* best, int threads) {
     const int nt = threads > 0 ? threads : threads_;
@@ -386,100 +396,223 @@ class Model {
       T += s.T;
       rows += s.last_only ? 1 : s.T;
     }
-    const int64_t dim = dim_, nqkv = (H_ + 2 * Hkv_) * D_, ffn = ffn_;
-    std::vector<float> h(T * dim), qkv(T * nqkv), att(T * H_ * D_), gu(T * 2 * ffn), act(T * ffn),
-        tmp(T * dim);
+    const int64_t dim = dim_, nqkv = (H_ + 2 * Hkv_) * D_, ffn = ffn_, HD = H_ * D_;
+    std::vector<float> x2(T * dim), h(T * dim), qkv(T * nqkv), att(T * HD), gu(T * 2 * ffn),
+        act(T * ffn), tmp(T * dim), head_in(rows * dim);
+    ActBuf buf;
+    buf.fit(T, std::max({dim, HD, ffn}));
 
-    for (size_t li = 0; li < layers_.size(); ++li) {
-      const Layer& ly = layers_[li];
-      const float* an = ly.attn_norm.data_ptr<float>();
-      for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], an, &h[t * dim], dim, eps_);
-      matmul(ly.qkv, h.data(), qkv.data(), T, nt);
-      if (ly.bqkv.numel()) {
-        const float* b = ly.bqkv.data_ptr<float>();
-        for (int64_t t = 0; t < T; ++t)
-          for (int64_t j = 0; j < nqkv; ++j) qkv[t * nqkv + j] += b[j];
-      }
-      int64_t r0 = 0;  // the segment's first row
+    // Rotation items (segment, row, KV head) and attention items (segment, KV
+    // head, tile of up to 16 rows), in order.
+    struct RopeItem {
+      const Segment* s;
+      int64_t r0, t, g;
+    };
+    struct AttItem {
+      const Segment* s;
+      int64_t r0, g, t0, t1;
+    };
+    constexpr int64_t kRows = 16;  // rows per attention tile: a verify pass is one tile
+    std::vector<RopeItem> ropes;
+    std::vector<AttItem> atts;
+    // The final norm's rows: source row, and where its normed values go (the
+    // segment's normed buffer, the head's input row; either may be absent).
+    struct OutRow {
+      int64_t src;
+      float* normed;
+      int64_t head;  // row of head_in, or -1
+    };
+    std::vector<OutRow> outs;
+    {
+      int64_t r0 = 0, o = 0;
       for (const Segment& s : segs) {
-        float* kc = s.kv + li * 2 * Hkv_ * s.Lmax * D_;  // (Hkv, Lmax, D)
-        float* vc = kc + Hkv_ * s.Lmax * D_;
-        const Tree& tree = s.tree ? *s.tree : chain;
-        float* q = qkv.data() + r0 * nqkv;
-        rope_and_store(q, kc, vc, s.T, s.pos, s.Lmax, tree);
-        Shared sh;
-        if (s.shared_kv != nullptr) {
-          sh.k = s.shared_kv + li * 2 * Hkv_ * s.shared_Lmax * D_;
-          sh.v = sh.k + Hkv_ * s.shared_Lmax * D_;
-          sh.len = s.shared_len;
-          sh.Lmax = s.shared_Lmax;
-        }
-        attention(q, kc, vc, att.data() + r0 * H_ * D_, s.T, s.pos, s.Lmax, tree, nt, sh);
-        r0 += s.T;
-      }
-      matmul(ly.o, att.data(), tmp.data(), T, nt);
-      for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
-      const float* fn = ly.ffn_norm.data_ptr<float>();
-      for (int64_t t = 0; t < T; ++t) rms_norm(&x[t * dim], fn, &h[t * dim], dim, eps_);
-      matmul(ly.w13, h.data(), gu.data(), T, nt);
-      for (int64_t t = 0; t < T; ++t) silu_mul(&gu[t * 2 * ffn], &act[t * ffn], ffn);
-      matmul(ly.w2, act.data(), tmp.data(), T, nt);
-      for (int64_t i = 0; i < T * dim; ++i) x[i] += tmp[i];
-    }
-
-    // The head's input rows, contiguous: each segment's normed rows (all of them
-    // into its normed buffer when it has one, then the ones the head reads).
-    const float* nw = norm_.data_ptr<float>();
-    std::vector<float> head_in(rows * dim);
-    int64_t r0 = 0, o = 0;
-    for (const Segment& s : segs) {
-      const int64_t first = s.last_only ? s.T - 1 : 0;
-      if (s.normed != nullptr) {
         for (int64_t t = 0; t < s.T; ++t)
-          rms_norm(&x[(r0 + t) * dim], nw, s.normed + t * dim, dim, eps_);
-        std::memcpy(&head_in[o * dim], s.normed + first * dim, (s.T - first) * dim * sizeof(float));
-      } else {
-        for (int64_t t = first; t < s.T; ++t)
-          rms_norm(&x[(r0 + t) * dim], nw, &head_in[(o + t - first) * dim], dim, eps_);
+          for (int64_t g = 0; g < Hkv_; ++g) ropes.push_back({&s, r0, t, g});
+        for (int64_t g = 0; g < Hkv_; ++g)
+          for (int64_t t0 = 0; t0 < s.T; t0 += kRows)
+            atts.push_back({&s, r0, g, t0, std::min(s.T, t0 + kRows)});
+        const int64_t first = s.last_only ? s.T - 1 : 0;
+        for (int64_t t = 0; t < s.T; ++t) {
+          float* nd = s.normed != nullptr ? s.normed + t * dim : nullptr;
+          const int64_t hr = t >= first ? o + t - first : -1;
+          if (nd != nullptr || hr >= 0) outs.push_back({r0 + t, nd, hr});
+        }
+        r0 += s.T;
+        o += s.T - first;
       }
-      r0 += s.T;
-      o += s.T - first;
     }
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
-    matmul(head_, head_in.data(), logits.data_ptr<float>(), rows, nt, best);
+    float* lp = logits.data_ptr<float>();
+    Argmax am;
+
+    team::Pool::get().run(nt, [&](Ctx& c) {
+      if (c.tid == 0 && best) am.fit(c.nt, rows);
+      float* xa = x.data();  // the residual stream; xb receives xa + tmp
+      float* xb = x2.data();
+      bool pending = false;  // tmp holds a matrix output still to add to xa
+      int64_t i0, i1;
+      // h = norm(xa (+ tmp)) · w, xb = xa + tmp, and this member's share of
+      // quantizing h for matrix q; then the barrier.
+      auto add_norm = [&](const float* w, const QW& q) {
+        const int64_t unit = unit_of(q), nu = dim / unit;
+        c.split(T * nu, i0, i1);
+        int64_t row = -1;
+        float r = 0.0f;
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t m = i / nu, j0 = (i % nu) * unit;
+          const float* xr = xa + m * dim;
+          const float* ar = pending ? tmp.data() + m * dim : nullptr;
+          if (m != row) {
+            r = rms_factor(xr, ar, dim, eps_);
+            row = m;
+          }
+          float* hr = h.data() + m * dim;
+          if (ar != nullptr) {
+            float* xo = xb + m * dim;
+            for (int64_t j = j0; j < j0 + unit; ++j) {
+              const float v = xr[j] + ar[j];
+              xo[j] = v;
+              hr[j] = v * r * w[j];
+            }
+          } else {
+            for (int64_t j = j0; j < j0 + unit; ++j) hr[j] = xr[j] * r * w[j];
+          }
+          quant_units(q, h.data(), m, i % nu, i % nu + 1, buf);
+        }
+        c.barrier();
+        if (pending) std::swap(xa, xb);
+        pending = false;
+      };
+      for (size_t li = 0; li < layers_.size(); ++li) {
+        const Layer& ly = layers_[li];
+        add_norm(ly.attn_norm.data_ptr<float>(), ly.qkv);
+        gemm_part(c, ly.qkv, buf, h.data(), qkv.data(), T);
+        c.barrier();
+        // Bias, rotation, and the keys and values into the cache.
+        c.split((int64_t)ropes.size(), i0, i1);
+        for (int64_t i = i0; i < i1; ++i) {
+          const RopeItem& it = ropes[i];
+          const Segment& s = *it.s;
+          float* kc = s.kv + li * 2 * Hkv_ * s.Lmax * D_;
+          rope_and_store(qkv.data() + (it.r0 + it.t) * nqkv, ly.bqkv, kc, kc + Hkv_ * s.Lmax * D_,
+                         it.t, it.g, s.pos, s.Lmax, s.tree ? *s.tree : chain);
+        }
+        c.barrier();
+        // Attention, each item's output quantized for wo at once.
+        c.split((int64_t)atts.size(), i0, i1);
+        const int64_t ou = unit_of(ly.o), G = H_ / Hkv_;
+        for (int64_t i = i0; i < i1; ++i) {
+          const AttItem& it = atts[i];
+          const Segment& s = *it.s;
+          const float* kc = s.kv + li * 2 * Hkv_ * s.Lmax * D_;
+          Shared sh;
+          if (s.shared_kv != nullptr) {
+            sh.k = s.shared_kv + li * 2 * Hkv_ * s.shared_Lmax * D_;
+            sh.v = sh.k + Hkv_ * s.shared_Lmax * D_;
+            sh.len = s.shared_len;
+            sh.Lmax = s.shared_Lmax;
+          }
+          attention(qkv.data() + it.r0 * nqkv, kc, kc + Hkv_ * s.Lmax * D_, att.data() + it.r0 * HD,
+                    it.g, it.t0, it.t1, s.pos, s.Lmax, s.tree ? *s.tree : chain, sh);
+          for (int64_t t = it.t0; t < it.t1; ++t)
+            quant_units(ly.o, att.data(), it.r0 + t, it.g * G * D_ / ou, (it.g + 1) * G * D_ / ou,
+                        buf);
+        }
+        c.barrier();
+        gemm_part(c, ly.o, buf, att.data(), tmp.data(), T);
+        c.barrier();
+        pending = true;
+        add_norm(ly.ffn_norm.data_ptr<float>(), ly.w13);
+        gemm_part(c, ly.w13, buf, h.data(), gu.data(), T);
+        c.barrier();
+        {  // act = silu(gate) · up, quantized for w2
+          const int64_t unit = unit_of(ly.w2), nu = ffn / unit;
+          c.split(T * nu, i0, i1);
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t m = i / nu, u = i % nu;
+            silu_mul(gu.data() + m * 2 * ffn, act.data() + m * ffn, ffn, u * unit, (u + 1) * unit);
+            quant_units(ly.w2, act.data(), m, u, u + 1, buf);
+          }
+        }
+        c.barrier();
+        gemm_part(c, ly.w2, buf, act.data(), tmp.data(), T);
+        c.barrier();
+        pending = true;
+      }
+      // The final norm of the rows the head or a normed buffer reads.
+      {
+        const float* nw = norm_.data_ptr<float>();
+        const int64_t unit = unit_of(head_), nu = dim / unit, n = (int64_t)outs.size();
+        c.split(n * nu, i0, i1);
+        int64_t row = -1;
+        float r = 0.0f;
+        for (int64_t i = i0; i < i1; ++i) {
+          const OutRow& orow = outs[i / nu];
+          const int64_t j0 = (i % nu) * unit;
+          const float* xr = xa + orow.src * dim;
+          const float* ar = pending ? tmp.data() + orow.src * dim : nullptr;
+          if (i / nu != row) {
+            r = rms_factor(xr, ar, dim, eps_);
+            row = i / nu;
+          }
+          float vals[64];
+          for (int64_t j = j0; j < j0 + unit; ++j) {
+            const float v = ar != nullptr ? xr[j] + ar[j] : xr[j];
+            vals[j - j0] = v * r * nw[j];
+          }
+          if (orow.normed != nullptr) std::memcpy(orow.normed + j0, vals, unit * sizeof(float));
+          if (orow.head >= 0) {
+            std::memcpy(&head_in[orow.head * dim + j0], vals, unit * sizeof(float));
+            quant_units(head_, head_in.data(), orow.head, i % nu, i % nu + 1, buf);
+          }
+        }
+      }
+      c.barrier();
+      gemm_part(c, head_, buf, head_in.data(), lp, rows, best ? &am : nullptr);
+      if (best) {
+        c.barrier();
+        if (c.tid == 0) am.merge(c.nt, best);
+      }
+    });
     return logits;
   }
 
-  // Rotate the Q and K heads of every row (interleaved pairs) by its position
-  // (pos + depth), scale Q by 1/sqrt(D) as the reference does, and write K and
-  // V into the row's slot (pos + t) of the cache.
-  void rope_and_store(float* qkv, float* kc, float* vc, int64_t T, int64_t pos, int64_t Lmax,
-                      const Tree& tree) const {
-    const int64_t nqkv = (H_ + 2 * Hkv_) * D_, half = D_ / 2;
+  // Row t's bias, then its Q heads of KV group g and its K head g rotated
+  // (interleaved pairs) by its position (pos + depth), Q scaled by 1/sqrt(D)
+  // as the reference does; K and V head g go into the row's slot (pos + t).
+  void rope_and_store(float* r, const torch::Tensor& bias, float* kc, float* vc, int64_t t,
+                      int64_t g, int64_t pos, int64_t Lmax, const Tree& tree) const {
+    const int64_t half = D_ / 2, G = H_ / Hkv_;
     const float scale = 1.0f / std::sqrt((float)D_);
-    for (int64_t t = 0; t < T; ++t) {
-      float* r = qkv + t * nqkv;
-      const float* c = cos_.data_ptr<float>() + (pos + tree.depth(t)) * half;
-      const float* s = sin_.data_ptr<float>() + (pos + tree.depth(t)) * half;
-      for (int64_t hd = 0; hd < H_ + Hkv_; ++hd) {
-        float* v = r + hd * D_;
-        for (int64_t i = 0; i < half; ++i) {
-          const float a = v[2 * i], b = v[2 * i + 1];
-          v[2 * i] = a * c[i] - b * s[i];
-          v[2 * i + 1] = a * s[i] + b * c[i];
-        }
-        if (hd < H_)
-          for (int64_t i = 0; i < D_; ++i) v[i] *= scale;
-      }
-      for (int64_t g = 0; g < Hkv_; ++g) {
-        std::memcpy(kc + (g * Lmax + pos + t) * D_, r + (H_ + g) * D_, D_ * sizeof(float));
-        std::memcpy(vc + (g * Lmax + pos + t) * D_, r + (H_ + Hkv_ + g) * D_, D_ * sizeof(float));
-      }
+    const float* c = cos_.data_ptr<float>() + (pos + tree.depth(t)) * half;
+    const float* s = sin_.data_ptr<float>() + (pos + tree.depth(t)) * half;
+    if (bias.numel()) {
+      const float* b = bias.data_ptr<float>();
+      auto add = [&](int64_t hd) {
+        for (int64_t i = 0; i < D_; ++i) r[hd * D_ + i] += b[hd * D_ + i];
+      };
+      for (int64_t hd = g * G; hd < (g + 1) * G; ++hd) add(hd);
+      add(H_ + g);
+      add(H_ + Hkv_ + g);
     }
+    auto rotate = [&](int64_t hd, bool q) {
+      float* v = r + hd * D_;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[2 * i], b = v[2 * i + 1];
+        v[2 * i] = a * c[i] - b * s[i];
+        v[2 * i + 1] = a * s[i] + b * c[i];
+      }
+      if (q)
+        for (int64_t i = 0; i < D_; ++i) v[i] *= scale;
+    };
+    for (int64_t hd = g * G; hd < (g + 1) * G; ++hd) rotate(hd, true);
+    rotate(H_ + g, false);
+    std::memcpy(kc + (g * Lmax + pos + t) * D_, r + (H_ + g) * D_, D_ * sizeof(float));
+    std::memcpy(vc + (g * Lmax + pos + t) * D_, r + (H_ + Hkv_ + g) * D_, D_ * sizeof(float));
   }
 
-  // Causal attention: row t sees positions [0, pos + depth(t)]: the cache up to
-  // pos - 1, then its path's rows (a chain: slots pos..pos+t).
+  // Causal attention of KV head g's query heads for a segment's rows [t0, t1): row t sees positions [0, pos + depth(t)]: the cache up
+  // to pos - 1, then its path's rows (a chain: slots pos..pos+t).
   //
   // Why this loop order: the G query heads that share a KV head, over up to
   // 16 rows at a time, walk that head's keys and values together, a block of
@@ -490,20 +623,13 @@ class Model {
   // order, the softmax, the order of its Σ_j p_j·v_j) is the same whatever
   // the blocking and however many rows come along, so rows stay bit-identical
   // to one-token steps.
-  void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t T,
-                 int64_t pos, int64_t Lmax, const Tree& tree, int threads,
-                 const Shared& sh = Shared()) const {
-    constexpr int64_t kRows = 16;  // rows per tile: a verify pass is one tile, a prefill several
+  void attention(const float* qkv, const float* kc, const float* vc, float* out, int64_t g, int64_t t0, int64_t t1, int64_t pos, int64_t Lmax, const Tree& tree,
+                 const Shared& sh) const {
     const int64_t G = H_ / Hkv_;
-    par(threads, Hkv_, 1, [&](int64_t g0, int64_t g1) {
-      thread_local std::vector<float> sc, inv;  // reused: a prefill tile's scores are G·16·pos floats
-      sc.resize(G * std::min(T, kRows) * (pos + T));
-      inv.resize(G * kRows);
-      for (int64_t g = g0; g < g1; ++g)
-        for (int64_t t0 = 0; t0 < T; t0 += kRows)
-          attend_tile(qkv, kc, vc, out, g, t0, std::min(T, t0 + kRows), pos, Lmax, tree,
-                      sc.data(), inv.data(), sh);
-    });
+    thread_local std::vector<float> sc, inv;  // reused: a prefill tile's scores are G·16·pos floats
+    sc.resize(G * (t1 - t0) * (pos + t1));
+    inv.resize(G * (t1 - t0));
+    attend_tile(qkv, kc, vc, out, g, t0, t1, pos, Lmax, tree, sc.data(), inv.data(), sh);
   }
 
   // attention() for KV head g and rows [t0, t1); sc holds (t1 - t0)·G rows of
@@ -545,24 +671,22 @@ class Model {
         const float* kb = block(kbase(j0), t, j0, cnt);
         for (int64_t h = 0; h < G; ++h) {
           const float* q = qkv + t * nqkv + (g * G + h) * D;
-          __m512 acc[16];
-          for (int r = 0; r < 16; ++r) acc[r] = _mm512_setzero_ps();
+          F16 acc[16];
+          for (int r = 0; r < 16; ++r) acc[r] = simd::zero();
           // d outer, keys inner: 16 independent FMA chains instead of one
           // 4-deep chain per key (latency-bound); each key's sum keeps its order.
           if (cnt == 16) {
             for (int64_t d = 0; d < D; d += 16) {
-              const __m512 qv = _mm512_loadu_ps(q + d);
-              for (int r = 0; r < 16; ++r)
-                acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+              const F16 qv = simd::load(q + d);
+              for (int r = 0; r < 16; ++r) acc[r] = simd::fmadd(qv, simd::load(kb + r * D + d), acc[r]);
             }
           } else {
             for (int64_t d = 0; d < D; d += 16) {
-              const __m512 qv = _mm512_loadu_ps(q + d);
-              for (int r = 0; r < cnt; ++r)
-                acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kb + r * D + d), acc[r]);
+              const F16 qv = simd::load(q + d);
+              for (int r = 0; r < cnt; ++r) acc[r] = simd::fmadd(qv, simd::load(kb + r * D + d), acc[r]);
             }
           }
-          _mm512_mask_storeu_ps(row(t, h) + j0, tail(cnt), hsum16(acc));
+          simd::store_tail(row(t, h) + j0, hsum16(acc), cnt);
         }
       }
     }
@@ -596,9 +720,8 @@ class Model {
     for (int64_t t = t0; t < t1; ++t)
       for (int64_t h = 0; h < G; ++h) {
         float* o = out + (t * H_ + g * G + h) * D;
-        const __m512 iv = _mm512_set1_ps(inv[(t - t0) * G + h]);
-        for (int64_t d = 0; d < D; d += 16)
-          _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(o + d), iv));
+        const F16 iv = simd::set1(inv[(t - t0) * G + h]);
+        for (int64_t d = 0; d < D; d += 16) simd::store(o + d, simd::mul(simd::load(o + d), iv));
       }
   }
 
@@ -639,7 +762,8 @@ torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix,
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.attr("vnni") = kVnni;
+  // The instruction set the kernel was built for ("avx512": AVX-512 VNNI; "avx2").
+  m.attr("isa") = simd::kAvx512 ? "avx512" : "avx2";
   m.def("gemm", &gemm,
         "the fused step's y = x @ Wᵀ, W given as [w, scale] (int8) or [nibbles, d, m] (q4); "
         "best: each row's argmax",

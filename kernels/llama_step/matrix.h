@@ -1,7 +1,7 @@
 // The fused step's weight matrices (int8 with row scales, or Q4_1-shaped int4)
-// and the product y = x · Wᵀ over them, split over threads by output rows.
+// and the product y = x · Wᵀ over them, each member of a pass's team (team.h)
+// taking a fixed share of the output rows.
 #pragma once
-#include <ATen/Parallel.h>
 #include <immintrin.h>
 #include <torch/extension.h>
 
@@ -10,17 +10,11 @@
 
 #include "../q8gemm/q8gemm.h"
 #include "simd.h"
-#ifdef __AVX512VNNI__
+#include "team.h"
 #include "q4a8.h"
 #include "q8a8.h"
-constexpr bool kVnni = true;
-#else
-constexpr bool kVnni = false;
-#endif
 
 namespace step {
-
-using simd::tail;
 
 struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [nibbles, d, m]
   std::vector<torch::Tensor> keep;
@@ -28,9 +22,7 @@ struct QW {  // a weight matrix: int8 with row scales [w, s], or Q4_1-shaped [ni
   const int8_t* wp = nullptr;
   const float* sp = nullptr;
   int64_t n = 0, k = 0;
-#ifdef __AVX512VNNI__
   q4a8::W w4{};
-#endif
 };
 
 QW make_qw(const std::vector<torch::Tensor>& parts) {
@@ -50,7 +42,6 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
     return q;
   }
   TORCH_CHECK(parts.size() == 3, "a matrix is [w, scale] (int8) or [nibbles, d, m] (q4)");
-#ifdef __AVX512VNNI__
   const auto &p = parts[0], &d = parts[1], &m = parts[2];
   TORCH_CHECK(d.scalar_type() == torch::kFloat && d.is_contiguous() && d.dim() == 2,
               "q4 scales must be contiguous (out, in/32) float32");
@@ -64,31 +55,77 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
                   m.size(0) == G && m.size(1) == nb && m.size(2) == 16,
               "q4 mins must be contiguous (ceil(out/16), in/32, 16) float16");
   q.q4 = true;
-  q.w4 = q4a8::view(p.data_ptr<uint8_t>(), d.data_ptr<float>(),
-                    (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k);
+  TORCH_CHECK(q4a8::view(p.data_ptr<uint8_t>(), d.data_ptr<float>(),
+                         (const uint16_t*)m.data_ptr<at::Half>(), q.n, q.k, q.w4),
+              "q4 scales must be float16 values (as pack_q4 rounds them)");
   return q;
-#else
-  TORCH_CHECK(false, "q4 matrices need AVX512-VNNI");
-#endif
 }
 
-// f(0, n) on this thread, or split over torch's intra-op threads when threads > 1.
-template <class F>
-void par(int threads, int64_t n, int64_t grain, const F& f) {
-  if (threads <= 1 || n <= grain) {
-    f(0, n);
-    return;
+using team::Ctx;
+
+// Storage of quantized activation rows (q4a8::Act / q8a8::Act view it), sized
+// before a pass for its widest matrix, so that no member allocates in it.
+struct ActBuf {
+  std::vector<int8_t> q;
+  std::vector<float> s, t;
+  std::vector<int32_t> off;
+  void fit(int64_t M, int64_t K) {
+    if ((int64_t)q.size() < M * K) q.resize(M * K);
+    const int64_t per = M * K / 4 + 16;  // q8a8: 16 lanes per 64 values; q4a8: 1 per 32
+    if ((int64_t)s.size() < per) {
+      s.resize(per);
+      t.resize(per);
+      off.resize(per);
+    }
   }
-  at::parallel_for(0, n, grain, f);
+};
+
+// This member's share of quantizing x (M, q.k) for matrix q into buf (then a
+// barrier before any member multiplies).
+inline void quantize_part(const Ctx& c, const QW& q, const float* x, int64_t M, ActBuf& buf) {
+  int64_t i0, i1;
+  if (q.q4) {
+    c.split(M * (q.k / q4a8::kBlock), i0, i1);
+    q4a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.t.data(), i0, i1);
+  } else if (q.k % q8a8::kChunk == 0) {
+    c.split(M * (q.k / q8a8::kChunk), i0, i1);
+    q8a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.off.data(), i0, i1);
+  }
 }
+
+// Each row's argmax, folded per member over its columns, then merged (Argmax::merge).
+struct Argmax {
+  int64_t M = 0;
+  std::vector<float> mx;       // (nt, M)
+  std::vector<int64_t> best;   // (nt, M)
+  void fit(int nt, int64_t rows) {
+    M = rows;
+    mx.assign(nt * rows, -INFINITY);
+    best.assign(nt * rows, 0);
+  }
+  // Members' shares are consecutive column ranges in member order, so taking a
+  // later member's maximum only when strictly greater keeps the first of equal
+  // maxima, as one scan does.
+  void merge(int nt, int64_t* out) const {
+    for (int64_t m = 0; m < M; ++m) {
+      float v = mx[m];
+      int64_t b = best[m];
+      for (int i = 1; i < nt; ++i)
+        if (mx[i * M + m] > v) {
+          v = mx[i * M + m];
+          b = best[i * M + m];
+        }
+      out[m] = b;
+    }
+  }
+};
 
 // Each row's argmax over columns [c0, c1) of y (stride n), folded into (mx, best):
 // the first of equal maxima, as numpy's and torch's argmax pick.
 inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, int64_t& best) {
-  __m512 v = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = c0; j < c1; j += 16)
-    v = _mm512_max_ps(v, _mm512_mask_loadu_ps(v, tail(c1 - j), row + j));
-  const float cmax = _mm512_reduce_max_ps(v);
+  simd::F16 v = simd::set1(-INFINITY);
+  for (int64_t j = c0; j < c1; j += 16) v = simd::max(v, simd::load_tail_or(v, row + j, c1 - j));
+  const float cmax = simd::reduce_max(v);
   if (!(cmax > mx)) return;  // ties keep the earlier column
   for (int64_t j = c0; j < c1; ++j)
     if (row[j] == cmax) {
@@ -98,72 +135,124 @@ inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, i
     }
 }
 
-// f(c0, c1) computes y's columns [c0, c1). With best (M,), run it a chunk of
-// columns at a time and fold each chunk into every row's argmax while it is
-// still in L1/L2: the head's product streams ~15 MB of weights, after which a
-// scan of the finished logits (numpy's argmax) read them back from DRAM
-// (50-130 µs for 1-6 rows, against 4-31 µs warm).
-template <class F>
-void over_columns(int64_t n, int64_t M, float* y, int64_t* best, const F& f) {
-  if (best == nullptr) {
-    f(0, n);
+// This member's share of y (M, q.n) = x (M, k) · Wᵀ: a contiguous range of
+// output rows (16-row groups for q4), the same size for every member (a
+// matrix's rows all cost the same bytes). int8 activations (quantize_part
+// first), or fp32 x (q8gemm.h) for an int8 matrix whose K is not a multiple of
+// 64. am (optional): fold each row's
+// argmax over the member's columns, a chunk at a time while it is still in
+// L1/L2 (a scan of the finished head logits read them back from DRAM: 50-130
+// µs for 1-6 rows, against 4-31 µs warm).
+inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float* x, float* y,
+                      int64_t M, Argmax* am = nullptr) {
+  int64_t c0, c1;  // the member's output columns
+  int64_t unit = 16;
+  if (q.q4) {
+    q4a8::Act a;
+    a.M = M;
+    a.K = q.k;
+    a.nb = q.k / q4a8::kBlock;
+    a.q = buf.q.data();
+    a.s = buf.s.data();
+    a.t = buf.t.data();
+    int64_t g0, g1;
+    c.split(q.w4.G, g0, g1);
+    if (am == nullptr) {
+      q4a8::gemm_groups(a, q.w4, y, g0, g1);
+      return;
+    }
+    constexpr int64_t kGroups = 64;  // 1024 columns: ≤ 64 KB of y at 16 rows
+    for (int64_t g = g0; g < g1; g += kGroups) {
+      const int64_t ge = std::min(g1, g + kGroups);
+      q4a8::gemm_groups(a, q.w4, y, g, ge);
+      for (int64_t m = 0; m < M; ++m)
+        argmax_update(y + m * q.n, g * 16, std::min(q.n, ge * 16), am->mx[c.tid * M + m],
+                      am->best[c.tid * M + m]);
+    }
     return;
   }
-  constexpr int64_t kCols = 1024;  // a multiple of 16 (q4 groups); ≤ 64 KB of y at 16 rows
-  std::vector<float> mx(M, -INFINITY);
-  for (int64_t m = 0; m < M; ++m) best[m] = 0;
-  for (int64_t c0 = 0; c0 < n; c0 += kCols) {
-    const int64_t c1 = std::min(n, c0 + kCols);
-    f(c0, c1);
-    for (int64_t m = 0; m < M; ++m) argmax_update(y + m * n, c0, c1, mx[m], best[m]);
+  {
+    int64_t u0, u1;
+    c.split((q.n + unit - 1) / unit, u0, u1);
+    c0 = std::min(q.n, u0 * unit);
+    c1 = std::min(q.n, u1 * unit);
+  }
+  auto range = [&](int64_t n0, int64_t n1) {
+    if (q.k % q8a8::kChunk == 0) {
+      q8a8::Act a;
+      a.M = M;
+      a.K = q.k;
+      a.q = buf.q.data();
+      a.s = buf.s.data();
+      a.off = buf.off.data();
+      q8a8::gemm_range(a, q.wp, q.sp, y, q.n, n0, n1);
+      return;
+    }
+    q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, n0, n1);
+  };
+  if (am == nullptr) {
+    range(c0, c1);
+    return;
+  }
+  for (int64_t j = c0; j < c1; j += 1024) {
+    const int64_t je = std::min(c1, j + 1024);
+    range(j, je);
+    for (int64_t m = 0; m < M; ++m)
+      argmax_update(y + m * q.n, j, je, am->mx[c.tid * M + m], am->best[c.tid * M + m]);
   }
 }
 
-// y (M, n) = x (M, k) · Wᵀ, parallel over output rows: int8 activations on
-// VNNI (q8a8.h, q4a8.h) where the CPU has it, else fp32 activations (q8gemm.h).
+// y (M, n) = x (M, k) · Wᵀ on a team of `threads` (quantize, barrier, multiply);
 // best (optional, M entries): each row's argmax over its n outputs.
-void matmul(const QW& q, const float* x, float* y, int64_t M, int threads,
-            int64_t* best = nullptr) {
-#ifdef __AVX512VNNI__
-  if (q.q4) {
-    thread_local q4a8::Act act;  // reused: no allocation per matrix
-    q4a8::quantize(x, M, q.k, act);
-    const q4a8::Act& a = act;
-    over_columns(q.n, M, y, best, [&](int64_t c0, int64_t c1) {
-      const int64_t g0 = c0 / 16, g1 = (c1 + 15) / 16;  // c0 is a multiple of 16
-      par(threads, g1 - g0, 1, [&](int64_t i0, int64_t i1) {
-        q4a8::gemm_groups(a, q.w4, y, g0 + i0, g0 + i1);
-      });
-    });
-    return;
-  }
-  if (q.k % q8a8::kChunk == 0) {
-    thread_local q8a8::Act act;
-    q8a8::quantize(x, M, q.k, act);
-    const q8a8::Act& a = act;
-    over_columns(q.n, M, y, best, [&](int64_t c0, int64_t c1) {
-      par(threads, c1 - c0, 16, [&](int64_t i0, int64_t i1) {
-        q8a8::gemm_range(a, q.wp, q.sp, y, q.n, c0 + i0, c0 + i1);
-      });
-    });
-    return;
-  }
-#endif
-  over_columns(q.n, M, y, best, [&](int64_t c0, int64_t c1) {
-    par(threads, c1 - c0, 16, [&](int64_t i0, int64_t i1) {
-      q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, c0 + i0, c0 + i1);
-    });
+inline void matmul(const QW& q, const float* x, float* y, int64_t M, int threads,
+                   int64_t* best = nullptr) {
+  ActBuf buf;
+  buf.fit(M, q.k);
+  Argmax am;
+  team::Pool::get().run(threads, [&](Ctx& c) {
+    if (c.tid == 0) am.fit(c.nt, M);
+    quantize_part(c, q, x, M, buf);
+    c.barrier();
+    gemm_part(c, q, buf, x, y, M, best ? &am : nullptr);
+    c.barrier();
+    if (c.tid == 0 && best) am.merge(c.nt, best);
   });
 }
 
-void rms_norm(const float* x, const float* w, float* y, int64_t dim, float eps) {
-  __m512 acc = _mm512_setzero_ps();
+// 1 / rms of the row x (+ add, elementwise, when given): the factor rms_norm
+// scales by. The same arithmetic whichever member asks, so every member may
+// compute it for a row it shares.
+inline float rms_factor(const float* x, const float* add, int64_t dim, float eps) {
+  simd::F16 acc = simd::zero();
   for (int64_t i = 0; i < dim; i += 16) {
-    __m512 v = _mm512_maskz_loadu_ps(tail(dim - i), x + i);
-    acc = _mm512_fmadd_ps(v, v, acc);
+    simd::F16 v = simd::load_tail(x + i, dim - i);
+    if (add) v = simd::add(v, simd::load_tail(add + i, dim - i));
+    acc = simd::fmadd(v, v, acc);
   }
-  const float r = 1.0f / std::sqrt(_mm512_reduce_add_ps(acc) / (float)dim + eps);
+  return 1.0f / std::sqrt(simd::reduce_add(acc) / (float)dim + eps);
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t dim, float eps) {
+  const float r = rms_factor(x, nullptr, dim, eps);
   for (int64_t i = 0; i < dim; ++i) y[i] = x[i] * r * w[i];
+}
+
+// The unit of work on a matrix's input rows: 64 values (a q8a8 chunk, two q4
+// blocks) where K allows, else 32.
+inline int64_t unit_of(const QW& q) { return q.k % 64 == 0 ? 64 : 32; }
+
+// Quantize units [u0, u1) (unit_of(q) values each) of row m of x (M, q.k) into
+// buf, as quantize_part does for the whole of x.
+inline void quant_units(const QW& q, const float* x, int64_t m, int64_t u0, int64_t u1,
+                        ActBuf& buf) {
+  if (q.q4) {
+    const int64_t per = unit_of(q) / q4a8::kBlock, nb = q.k / q4a8::kBlock;
+    q4a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.t.data(), m * nb + u0 * per,
+                   m * nb + u1 * per);
+  } else if (q.k % q8a8::kChunk == 0) {
+    const int64_t nc = q.k / q8a8::kChunk;
+    q8a8::quantize(x, q.k, buf.q.data(), buf.s.data(), buf.off.data(), m * nc + u0, m * nc + u1);
+  }
 }
 
 }  // namespace step

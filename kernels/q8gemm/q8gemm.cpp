@@ -3,7 +3,7 @@
 // Why: decode and speculative verification are memory-bound, and torch's
 // _weight_int8pack_mm re-reads the whole weight for every row of x, so
 // verifying K+1 positions costs ~K+1 decodes. Here each weight row is read
-// once for up to 8 rows of x (AVX-512: int8 → fp32 in registers, FMA).
+// once for up to 8 rows of x (int8 → fp32 in registers, FMA; AVX-512 or AVX2).
 //
 // Batch invariance: every output element is accumulated the same way (two
 // interleaved 16-lane partial sums over k, then a fixed reduction) whatever

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../llama_step/simd.h"  // F16: 16 fp32 lanes on AVX-512 or AVX2
+
 namespace q8 {
 
 template <int MB>
@@ -13,22 +15,20 @@ void block(const float* x, const int8_t* w, const float* scale, float* y, int64_
            int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     const int8_t* wr = w + n * K;
-    __m512 a0[MB], a1[MB];
+    simd::F16 a0[MB], a1[MB];
     for (int i = 0; i < MB; ++i) {
-      a0[i] = _mm512_setzero_ps();
-      a1[i] = _mm512_setzero_ps();
+      a0[i] = simd::zero();
+      a1[i] = simd::zero();
     }
     for (int64_t k = 0; k < K; k += 32) {
-      __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(wr + k))));
-      __m512 w1 =
-          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(wr + k + 16))));
+      const simd::F16 w0 = simd::load_i8(wr + k), w1 = simd::load_i8(wr + k + 16);
       for (int i = 0; i < MB; ++i) {
-        a0[i] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i * K + k), a0[i]);
-        a1[i] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i * K + k + 16), a1[i]);
+        a0[i] = simd::fmadd(w0, simd::load(x + i * K + k), a0[i]);
+        a1[i] = simd::fmadd(w1, simd::load(x + i * K + k + 16), a1[i]);
       }
     }
     for (int i = 0; i < MB; ++i) {
-      y[i * N + n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[i], a1[i])) * scale[n];
+      y[i * N + n] = simd::reduce_add(simd::add(a0[i], a1[i])) * scale[n];
     }
   }
 }

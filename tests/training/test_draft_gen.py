@@ -18,7 +18,7 @@ def target():
 def _same_features(m, got: torch.Tensor, ref: torch.Tensor) -> None:
     """The fused kernel runs prefill rows and one-token steps through the same
     batch-invariant code and norms them in both: the same bits. Without it (a CPU with
-    no AVX-512, or VOICEPIPE_KERNELS=0) aten's matrix products block rows by the batch
+    neither AVX2 nor AVX-512, or VOICEPIPE_KERNELS=0) aten's matrix products block rows by the batch
     size, so a prefill and a step differ by float rounding: equal within fp16 steps."""
     if m.kernel == "llama_step":
         assert torch.equal(got, ref)

@@ -114,6 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["llamacpp"],
         help="also the same GGUF decoded by llama.cpp (needs llama-cpp-python; --threads threads)",
     )
+    p.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="with --peer: also alternate 8 tokens of the first model row's model and 8 of "
+        "llama.cpp for ROUNDS rounds (one load window for both: a ratio on a shared machine)",
+    )
     p.set_defaults(func=run)
 
 
@@ -153,12 +161,16 @@ def _generate(engine, ids: list[int], n: int, spec: bool):
     return out, t_end - t0, t_end - t_first, dec.metrics
 
 
-def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = True) -> dict:
+def model_row(
+    name: str, weights: str, n: int, repeats: int, kernels: bool = True, threads: int = 1
+) -> dict:
     from voicepipe.nn.llm import llama
     from voicepipe.nn.llm.engine import ModelTarget, gguf_path
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
 
-    m, load_s = llama.load(gguf_path(name), weights, max_len=1024, kernels=kernels)
+    # threads: the fused kernel's own team (the per-op path follows torch.set_num_threads);
+    # without it the fused row ran on one thread whatever --threads said.
+    m, load_s = llama.load(gguf_path(name), weights, max_len=1024, kernels=kernels, threads=threads)
     tok = ChatTokenizer(m.metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
     ttft, tpot = [], []
@@ -176,6 +188,7 @@ def model_row(name: str, weights: str, n: int, repeats: int, kernels: bool = Tru
         "model": name,
         "weights": weights,
         "kernel": m.kernel,
+        "threads": threads,
         "params_m": round(m.n_params / 1e6, 1),
         "load_s": round(load_s, 2),
         "prompt_tokens": len(ids),
@@ -301,14 +314,19 @@ def run(args: argparse.Namespace) -> int:
     }
     try:
         for w in formats:
-            out["models"].append(model_row(model, w, n, args.repeats))
+            out["models"].append(model_row(model, w, n, args.repeats, threads=args.threads))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
             if w in ("int8", "int4") and out["models"][-1]["kernel"] != "aten":  # kernels off
-                out["models"].append(model_row(model, w, n, args.repeats, kernels=False))
+                out["models"].append(
+                    model_row(model, w, n, args.repeats, kernels=False, threads=args.threads)
+                )
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if args.peer == "llamacpp":
             out["models"].append(_peer_row(model, n, args.repeats, args.threads))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
+            if args.interleave > 0:
+                out["models"].append(_interleaved(model, formats[0], args.interleave, args.threads))
+                print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
         if not args.no_drafters:
             out["drafters"] += drafter_rows(model, "ngram", cfg.llm.weights, k, sets, n, repeats)
             if cfg.llm.drafter not in ("", "none", "off", "ngram"):  # the configured drafter too
@@ -322,7 +340,9 @@ def run(args: argparse.Namespace) -> int:
             n_pair = args.pair_tokens
             pair_sets = {s: p[: args.pair_prompts] for s, p in PROMPTS.items()}
             for name in PAIR:
-                out["models"].append(model_row(name, cfg.llm.weights, n_pair, 1))
+                out["models"].append(
+                    model_row(name, cfg.llm.weights, n_pair, 1, threads=args.threads)
+                )
                 print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
             out["drafters"] += drafter_rows(tgt, drf, cfg.llm.weights, k, pair_sets, n_pair, 1)
             # The same draft behind prompt lookup (spec.hybrid).
@@ -338,6 +358,18 @@ def run(args: argparse.Namespace) -> int:
     out["machine"]["loadavg_end"] = os.getloadavg()[0]
     print(json.dumps(out, indent=None if args.json else 2))
     return 0
+
+
+def _interleaved(name: str, weights: str, rounds: int, threads: int) -> dict:
+    """llm_peer.interleaved_row on the model rows' prompt."""
+    from voicepipe.bench.llm_peer import interleaved_row
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import gguf_path
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
+
+    m, _ = llama.load(gguf_path(name), weights, max_len=1024, threads=threads)
+    ids = ChatTokenizer(m.metadata).chat_ids([{"role": "user", "content": TTFT_PROMPT}])
+    return interleaved_row(m, name, ids, rounds, threads)
 
 
 def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 
 def llamacpp_row(name: str, ids: list[int], n: int, repeats: int, threads: int) -> dict:
@@ -81,5 +82,86 @@ def _measure(job: dict, threads: int) -> dict:
     return row
 
 
-if __name__ == "__main__":  # the child: a job on stdin, one JSON row out
-    print(json.dumps(_measure(json.load(sys.stdin), int(sys.argv[1]))))
+def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> dict:
+    """Decode speed of model m and of llama.cpp on the same GGUF, alternating 8 tokens
+    each for ``rounds`` rounds: on a shared machine both see the same load, so their
+    ratio means something where two rows measured minutes apart do not."""
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import gguf_path
+
+    row: dict = {"model": name, "kernel": f"{m.kernel} vs llama.cpp, interleaved"}
+    row["threads"] = threads
+    job = {"path": str(gguf_path(name)), "ids": ids}
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    cmd = [sys.executable, "-m", "voicepipe.bench.llm_peer", str(threads), "serve"]
+    with subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    ) as p:
+        assert p.stdin is not None and p.stdout is not None
+        stdin, stdout = p.stdin, p.stdout
+
+        def ask(cmd: object) -> Any:
+            stdin.write(json.dumps(cmd) + "\n")
+            stdin.flush()
+            line = stdout.readline()
+            if not line:
+                raise RuntimeError("llama.cpp peer exited (is llama-cpp-python installed?)")
+            return json.loads(line)
+
+        try:
+            ask(job)
+            cache = m.new_cache(len(ids) + 16 * rounds + 8)
+            nxt = int(llama.prefill(m, cache, ids).argmax())
+            ours: list[float] = []
+            theirs: list[float] = []
+            for _ in range(rounds):
+                for _ in range(8):
+                    t0 = time.perf_counter()
+                    nxt = int(llama.decode_step(m, cache, nxt).argmax())
+                    ours.append(time.perf_counter() - t0)
+                theirs += ask(8)
+        except (RuntimeError, ValueError) as e:
+            row["error"] = str(e)
+            return row
+        finally:
+            stdin.close()
+    ours.sort()
+    theirs.sort()
+    o, t = ours[len(ours) // 2], theirs[len(theirs) // 2]
+    row.update(
+        tokens=len(ours),
+        decode_tok_s_median=round(1 / o, 1),
+        peer_tok_s_median=round(1 / t, 1),
+        ratio_median=round(t / o, 2),
+        ratio_best=round(theirs[0] / ours[0], 2),
+    )
+    return row
+
+
+def _serve(threads: int) -> None:
+    """The child of interleaved_row: a job line, then per line N: decode N tokens greedily
+    and answer their seconds."""
+    import numpy as np
+    from llama_cpp import Llama
+
+    job = json.loads(sys.stdin.readline())
+    llm = Llama(model_path=job["path"], n_ctx=2048, n_threads=threads,
+                n_threads_batch=threads, verbose=False)  # fmt: skip
+    llm.eval(job["ids"])
+    nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    print(json.dumps("ready"), flush=True)
+    for line in sys.stdin:
+        times = []
+        for _ in range(int(json.loads(line))):
+            t0 = time.perf_counter()
+            llm.eval([nxt])
+            nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            times.append(time.perf_counter() - t0)
+        print(json.dumps(times), flush=True)
+
+
+if __name__ == "__main__":  # the child: a job on stdin, one JSON row out (or serve)
+    if sys.argv[2:] == ["serve"]:
+        _serve(int(sys.argv[1]))
+    else:
+        print(json.dumps(_measure(json.load(sys.stdin), int(sys.argv[1]))))

@@ -2,7 +2,9 @@
 
 Each kernel sits beside a pure-PyTorch reference it is tested against, and
 every caller falls back to that reference when the build is impossible: no
-compiler, no AVX-512, or ``VOICEPIPE_KERNELS=0``. The extension's name carries
+compiler, a CPU with neither AVX-512 nor AVX2, or ``VOICEPIPE_KERNELS=0``.
+The kernels are compiled with ``-march=native`` for AVX-512 VNNI or AVX2 + FMA +
+F16C (kernels/llama_step/simd.h picks). The extension's name carries
 a hash of its sources (headers included), so editing a kernel rebuilds it
 instead of loading a stale cached build.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 import time
 import warnings
@@ -25,10 +28,11 @@ _LOCK = threading.Lock()
 
 
 def enabled() -> bool:
-    """Kernels may be used here: not disabled, and the CPU has AVX-512."""
+    """Kernels may be used here: not disabled, and the CPU has AVX-512 or AVX2 (torch's
+    own dispatch level: "AVX512" or "AVX2"; "DEFAULT" and non-x86 levels have no kernel)."""
     if os.environ.get("VOICEPIPE_KERNELS", "1") == "0":
         return False
-    return "AVX512" in torch.backends.cpu.get_cpu_capability()
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
 
 
 def build(name: str, main: str, headers: tuple[str, ...] = ()) -> ModuleType | None:
@@ -51,13 +55,31 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
         from torch.utils.cpp_extension import load
 
         _clear_stale_lock(build_dir(ext) / "lock")
-        return load(
+        # A first build is silent for a minute or more (torch's headers dominate):
+        # say what is happening, as the weight packing does.
+        fresh = not (build_dir(ext) / f"{ext}.so").is_file()
+        t0 = time.perf_counter()
+        if fresh:
+            print(
+                f"voicepipe: compiling kernels/{main} for this CPU "
+                f"({torch.backends.cpu.get_cpu_capability()}), once per machine: about a minute",
+                file=sys.stderr,
+                flush=True,
+            )
+        mod = load(
             name=ext,
             sources=[str(_staged(ext, main, headers))],
             extra_cflags=["-O3", "-march=native", "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )
+        if fresh:
+            print(
+                f"voicepipe: kernels/{main} compiled in {time.perf_counter() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        return mod
     except Exception as e:  # no compiler / headers: the reference path still works
         warnings.warn(f"kernels/{main} not built ({e}); using the PyTorch reference", stacklevel=3)
         return None
@@ -123,5 +145,6 @@ def llama_step() -> ModuleType | None:
             "llama_step/simd.h",
             "llama_step/matrix.h",
             "llama_step/ops.h",
+            "llama_step/team.h",
         ),
     )

@@ -35,8 +35,8 @@ def _reference():
 @pytest.fixture(scope="module")
 def mod():
     m = kernels.llama_step()
-    if m is None or not m.vnni:
-        pytest.skip("kernels/llama_step needs AVX512-VNNI and a compiler: per-op path in use")
+    if m is None:
+        pytest.skip("kernels/llama_step needs AVX-512 VNNI or AVX2 and a compiler: per-op path")
     return m
 
 

@@ -29,9 +29,10 @@ def engine():
 def _need_fused(engine) -> None:
     """Token identity across pass shapes and thread counts is the fused kernel's
     property (its rows are batch-invariant); aten's bf16 products, the fallback on a CPU
-    without AVX-512, block rows by batch size, so a chunked prefill may round apart."""
+    with neither AVX2 nor AVX-512, block rows by batch size, so a chunked prefill may
+    round apart."""
     if engine.model.fused is None:
-        pytest.skip("no fused kernel here (no AVX-512): pass shapes may round apart")
+        pytest.skip("no fused kernel here (no AVX2/AVX-512 build): pass shapes may round apart")
 
 
 def _reply(eng, ids: list[int], chunk: int = 0) -> tuple[list[int], int]:

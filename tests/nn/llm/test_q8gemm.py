@@ -25,7 +25,7 @@ def _reference():
 def q8():
     op = qlinear.q8gemm()
     if op is None:
-        pytest.skip("q8gemm could not be built here (no AVX-512 or no compiler): aten fallback")
+        pytest.skip("q8gemm not built here (neither AVX2 nor AVX-512, or no compiler)")
     return op
 
 

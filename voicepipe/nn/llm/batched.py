@@ -18,7 +18,7 @@ cache for all of them: streamed from memory once per pass and then served from
 the CPU's caches, where each session used to stream its own copy (~27 MB per
 session and step for the 1.5B's 459-token prompt). Same bits, same results.
 
-Without the fused kernel (another weight format, no AVX-512) the passes run one
+Without the fused kernel (another weight format, neither AVX2 nor AVX-512) the passes run one
 after another: same results, no sharing.
 """
 

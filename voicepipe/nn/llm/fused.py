@@ -3,9 +3,8 @@
 The fused forward runs a whole decode / verify / prefill step in one call:
 the same model as ``llama.forward``'s per-op path (its reference), without
 ~600 op dispatches per token. Its matrices are int8 (row scales) or Q4_1-shaped
-int4, multiplied with int8-quantized activations on AVX512-VNNI (fp32
-activations on int8 without VNNI). A model keeps the per-op path when any
-matrix lacks a kernel layout.
+int4, multiplied with int8-quantized activations (AVX512-VNNI or AVX2). A
+model keeps the per-op path when any matrix lacks a kernel layout.
 """
 
 from __future__ import annotations

@@ -15,14 +15,15 @@ The aten quantized kernels take bf16 activations (their fp32 paths are slow
 fallbacks here), so int4 models compute in bf16. int8 prefers the project's
 own kernel (kernels/q8gemm: fp32 activations, each weight row read once for
 up to 8 rows, batch-invariant), built on first use; when it cannot be built
-(no compiler, no AVX-512, VOICEPIPE_KERNELS=0) int8 falls back to aten's
+(no compiler, neither AVX-512 nor AVX2, VOICEPIPE_KERNELS=0) int8 falls back to aten's
 kernel with bf16 activations.
 
 Whole models do not call these per layer when the fused step
 (kernels/llama_step, ``voicepipe.nn.llm.fused``) can run them: it reads int8
 weights as they are and int4 weights in its own Q4_1-shaped packing
-(``pack_q4``), which an int4 Linear builds instead of aten's when the CPU has
-AVX512-VNNI (aten's only on a per-op call); such models then compute in fp32.
+(``pack_q4``), which an int4 Linear builds instead of aten's when that kernel
+builds here (AVX512-VNNI or AVX2; aten's only on a per-op call); such models then
+compute in fp32.
 """
 
 from __future__ import annotations
@@ -43,15 +44,15 @@ _Q8: list[Callable[..., torch.Tensor] | None] = []  # [] = not tried yet
 def q8gemm() -> Callable[..., torch.Tensor] | None:
     """The compiled q8_gemm op, or None (built once per machine, cached by torch)."""
     if not _Q8:
-        mod = kbuild.build("q8gemm", "q8gemm/q8gemm.cpp", ("q8gemm/q8gemm.h",))
+        mod = kbuild.build("q8gemm", "q8gemm/q8gemm.cpp", ("q8gemm/q8gemm.h", "llama_step/simd.h"))
         _Q8.append(None if mod is None else mod.q8_gemm)
     return _Q8[0]
 
 
 def q4_kernel() -> bool:
-    """The fused llama step can run Q4_1-shaped int4 matrices here (AVX512-VNNI)."""
-    mod = kbuild.llama_step()
-    return bool(mod is not None and mod.vnni)
+    """The fused llama step can run Q4_1-shaped int4 matrices here (it is built: AVX-512
+    VNNI or AVX2)."""
+    return kbuild.llama_step() is not None
 
 
 def act_dtype(weights: str, kernels: bool = True) -> torch.dtype:
