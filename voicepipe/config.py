@@ -147,7 +147,8 @@ class LlmConfig:
     batching: bool = False
     # The reply's first spoken chunk (core/text/chunker.py): it may end at a clause mark once
     # it holds first_min_words words, and before a conjunction or relative word once it
-    # holds first_break_words (0: only at punctuation), so speech starts early.
+    # holds first_break_words (0: only at punctuation), or after a verb phrase before a number
+    # or a preposition, so speech starts early.
     first_min_words: int = 3
     first_break_words: int = 4
     # The no-tools sentence keeps the assistant from pretending to act or to know the
