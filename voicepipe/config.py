@@ -188,6 +188,25 @@ class ToolsConfig:
     system_prompt: str = TOOLS_SYSTEM_PROMPT
     max_rounds: int = 2  # tool calls answered per reply before the model must speak
     timeout_s: float = 5.0  # one tool call's budget
+    # A tool with a spoken result (the built-ins; a user tool's @tool(speak=...)) says it
+    # from its template: no second model round. false: the model always says the result.
+    speak_results: bool = True
+    # A call not answered after this long gets `filler` spoken, so a slow tool is never
+    # dead air; the answer follows when it comes (0: never).
+    filler_after_ms: float = 700.0
+    filler: str = "One moment."
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.filler_after_ms < float("inf"):
+            raise ConfigError(
+                f"tools.filler_after_ms: expected 0 (off) or a delay in ms, "
+                f"got {self.filler_after_ms!r}"
+            )
+        if self.filler_after_ms > 0 and not any(c.isalnum() for c in self.filler):
+            raise ConfigError(
+                f"tools.filler: expected words to say while a tool runs, got {self.filler!r} "
+                "(tools.filler_after_ms = 0 turns the filler off)"
+            )
 
 
 @dataclass(frozen=True)
