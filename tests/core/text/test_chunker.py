@@ -143,6 +143,15 @@ def test_a_first_sentence_with_no_conjunction_breaks_at_a_phrase() -> None:
     assert chunks_of("The capital of the United Kingdom of Great Britain is London.") == [
         "The capital of the United Kingdom of Great Britain is London."
     ]
+    # Not before "of" or "to" (they bind to what precedes), nor inside quotes.
+    assert chunks_of("Weather is the current state of the atmosphere today.") == [
+        "Weather is the current state of the atmosphere today."
+    ]
+    assert chunks_of('Ikigai is a word that means "joy in life" in Japanese.') == [
+        'Ikigai is a word that means "joy in life"',
+        "in Japanese.",
+    ]
+    assert chunks_of("A leap year has 366 days.") == ["A leap year has 366 days."]
     # Never after an article or a preposition, nor right after the verb.
     assert chunks_of("The answer is about the 42 we saw.") == ["The answer is about the 42 we saw."]
     assert chunks_of("The speed of light is 299,792 kilometers per second.") == [

@@ -43,24 +43,26 @@ BREAK_WORDS = frozenset(
     "if unless until".split()
 )
 # Prepositions: a phrase break before them needs a verb phrase in front (see above).
-# Not "per", "than", "like": they bind to what precedes ("kilometers | per second").
+# Not "of" (it binds two nouns: "the current state | of the atmosphere"), "to" (mostly an
+# infinitive: "a loan used | to buy"), "per", "than", "like" ("kilometers | per second").
 PREPOSITIONS = frozenset(
-    "of in on at by for with from to about into onto over under after before between "
+    "in on at by for with from about into onto over under after before between "
     "through during around near across within without against toward towards "
     "along behind beyond".split()
 )
-# Verbs that make the words before a break a clause ("The moon is …", "It takes …"):
-# the copula, auxiliaries, a few verbs replies open with, and their contractions.
+# Finite verbs that make the words before a break a clause ("The moon is …", "It takes
+# …"): the copula, auxiliaries, a few verbs replies open with, and contractions. No bare
+# forms ("do", "make"): "things to do | in winter" is an infinitive in a noun phrase.
 VERBS = frozenset(
-    "is are was were be been am has have had do does did can could will would should may "
-    "might must takes take took makes make made means mean needs need helps help orbits "
-    "depends depend contains contain reaches reach lasts last weighs weigh covers cover "
-    "it's that's there's here's what's he's she's they're we're you're i'm".split()
+    "is are was were am has have had does did can could will would should may might must "
+    "takes took makes made means needs helps orbits depends contains reaches lasts weighs "
+    "covers it's that's there's here's what's he's she's they're we're you're i'm".split()
 )
 # A head never ends on one of these: "is about the | 384" would strand the article.
 _NO_END = (
     PREPOSITIONS
     | BREAK_WORDS
+    | {"of", "to"}
     | frozenset(
         "the a an this that these those its my your our their his her some any very".split()
     )
@@ -193,10 +195,19 @@ def _not_a_full_stop(head: str) -> bool:
 
 
 def _verb_phrase(words: list[str]) -> bool:
-    """The words hold a verb with at least one word after it, and do not end on a word
-    that needs what follows (an article, a preposition, a conjunction)."""
-    low = [w.strip(_CLOSERS + "\"'.,;:!?").lower() for w in words]
-    if not low or low[-1] in _NO_END:
+    """The words hold a verb with at least one word after it, do not end on a word that
+    needs what follows (an article, a preposition, a conjunction, the verb itself: "a
+    year that has | 366 days"), and leave no quote or parenthesis open ("means "joy |
+    in loss""): a phrase break, not a cut inside a unit."""
+    text = " ".join(words)
+    if (
+        text.count('"') % 2
+        or text.count("“") > text.count("”")
+        or text.count("(") > text.count(")")
+    ):
+        return False
+    low = [w.strip(_CLOSERS + "\"'“.,;:!?").lower() for w in words]
+    if not low or low[-1] in _NO_END or low[-1] in VERBS:
         return False
     return any(w in VERBS for w in low[:-1])
 
