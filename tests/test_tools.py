@@ -163,6 +163,10 @@ def test_builtins_speak_their_results() -> None:
     assert said("set_timer", {"hours": 1, "minutes": 30, "label": "the bread"}) == (
         "Your 1 hour 30 minute timer for the bread is set."
     )
+    # A label that restates the duration is not said twice.
+    assert said("set_timer", {"minutes": 10, "label": "Ten minutes"}) == (
+        "Your 10 minute timer is set."
+    )
     assert said("calculate", {"expression": "12 * 15"}) == "12 times 15 is 180."
     assert said("calculate", {"expression": "7 / 3"}) == "7 divided by 3 is about 2.333."
     assert said("calculate", {"expression": "(4 + 5) / 3"}) == "That's 3."

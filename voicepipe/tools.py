@@ -33,6 +33,7 @@ import datetime as _dt
 import importlib
 import inspect
 import json
+import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -185,8 +186,14 @@ def calculate(expression: str) -> dict[str, str]:
     return {"result": calc.format_number(calc.evaluate(expression))}
 
 
+# A label that only restates the duration: the 1.5B labels "ten minutes" timers so.
+_DURATION_LABEL = re.compile(r"\d|\b(?:hours?|minutes?|seconds?|mins?|secs?|timer)\b", re.I)
+
+
 def _say_timer(args: dict[str, Any], result: Any) -> str:
-    label = args.get("label") or ""
+    label = str(args.get("label") or "").strip()
+    if _DURATION_LABEL.search(label):
+        label = ""  # not "Your 10 minute timer for Ten minutes is set."
     what = f"{spoken_duration(timer_seconds(args))} timer" + (f" for {label}" if label else "")
     return f"Your {what} is set."
 
