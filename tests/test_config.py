@@ -40,6 +40,9 @@ def test_unknown_key_is_named(tmp_path: Path) -> None:
         ("tts.beta=high", "tts.beta"),
         ("llm.adaptive_k=maybe", "llm.adaptive_k"),
         ("server.port=1.5", "server.port"),
+        ("tools.filler_after_ms=-5", "tools.filler_after_ms"),
+        ("tools.filler_after_ms=inf", "tools.filler_after_ms"),
+        ("tools.filler= ...", "tools.filler"),
     ],
 )
 def test_bad_value_is_named(override: str, key: str) -> None:

@@ -35,6 +35,24 @@ def exploding() -> str:
     raise RuntimeError("boom")
 
 
+@tool(speak="The light in the {room} is {state}.")
+def lights(room: str, on: bool) -> dict[str, Any]:
+    """Switch the lights of a room."""
+    return {"state": "on" if on else "off"}
+
+
+@tool(speak=lambda args, result: f"{args['city']} has {len(result)} stations.")
+def stations(city: str) -> list[str]:
+    """List a city's train stations."""
+    return ["Central", "North"]
+
+
+@tool(speak="{nothing_like_this}")
+def misfit() -> str:
+    """A template that does not fit its result."""
+    return "x"
+
+
 def undocumented(x: str) -> str:
     return x
 
@@ -129,3 +147,48 @@ def test_builtins() -> None:
     ok, out = box.call(ToolCall("get_current_time", {}), ctx)
     now = json.loads(out)
     assert ok and set(now) == {"time", "date", "weekday", "timezone"}
+
+
+def test_builtins_speak_their_results() -> None:
+    box = Toolbox.build(list(BUILTINS), [])
+    ctx = _Ctx()
+
+    def said(name: str, args: dict[str, Any]) -> str | None:
+        call = ToolCall(name, args)
+        ok, out = box.call(call, ctx)
+        assert ok, out
+        return box.spoken(call, out)
+
+    assert said("set_timer", {"minutes": 10}) == "Your 10 minute timer is set."
+    assert said("set_timer", {"hours": 1, "minutes": 30, "label": "the bread"}) == (
+        "Your 1 hour 30 minute timer for the bread is set."
+    )
+    # A label that restates the duration is not said twice.
+    assert said("set_timer", {"minutes": 10, "label": "Ten minutes"}) == (
+        "Your 10 minute timer is set."
+    )
+    assert said("calculate", {"expression": "12 * 15"}) == "12 times 15 is 180."
+    assert said("calculate", {"expression": "7 / 3"}) == "7 divided by 3 is about 2.333."
+    assert said("calculate", {"expression": "(4 + 5) / 3"}) == "That's 3."
+    now = said("get_current_time", {})
+    assert now is not None and now.startswith("It's ") and now.endswith(".")
+
+
+def test_user_tools_opt_in_to_a_spoken_result() -> None:
+    refs = ["lights", "stations", "misfit", "plain_weather"]
+    box = Toolbox.build([], [f"tests.test_tools:{r}" for r in refs])
+
+    def said(name: str, args: dict[str, Any]) -> str | None:
+        call = ToolCall(name, args)
+        ok, out = box.call(call, _Ctx())
+        assert ok, out
+        return box.spoken(call, out)
+
+    # A template gets the arguments and the result's keys; a function both, whole.
+    assert said("lights", {"room": "kitchen", "on": True}) == "The light in the kitchen is on."
+    assert said("stations", {"city": "Oslo"}) == "Oslo has 2 stations."
+    # A template that does not fit, or no speak at all: the model says the result.
+    assert said("misfit", {}) is None
+    assert said("plain_weather", {"city": "Oslo"}) is None
+    with pytest.raises(ToolError, match="speak must be a template string or a function"):
+        tool(speak=3)(plain_weather)  # type: ignore[arg-type]

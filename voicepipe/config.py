@@ -177,7 +177,8 @@ class LlmConfig:
     batching: bool = False
     # The reply's first spoken chunk (core/text/chunker.py): it may end at a clause mark once
     # it holds first_min_words words, and before a conjunction or relative word once it
-    # holds first_break_words (0: only at punctuation), so speech starts early.
+    # holds first_break_words (0: only at punctuation), or after a verb phrase before a number
+    # or a preposition, so speech starts early.
     first_min_words: int = 3
     first_break_words: int = 4
     # The no-tools sentence keeps the assistant from pretending to act or to know the
@@ -192,15 +193,19 @@ class LlmConfig:
 
 
 # The time-and-date sentence is needed: without it Qwen2.5-Coder-1.5B makes up a time
-# rather than call get_current_time.
+# rather than call get_current_time. The refusal is bounded to acting outside the
+# conversation and live information: told to refuse "anything else", the 1.5B refused
+# ordinary requests too ("What should I cook for dinner tonight?" → "I can't help with
+# that."), and still did ("I can't cook for dinner tonight.") until the advice sentence
+# named such requests (what to cook, read or do).
 TOOLS_SYSTEM_PROMPT = (
-    "You are a helpful voice assistant. Answer in one to three short spoken sentences. "
-    "Answer questions from what you know. You do not know the current time or date: call "
-    "get_current_time whenever the user asks for the time, the date or the day. Call "
-    "set_timer for timers and calculate for arithmetic, then say the result briefly. You "
-    "have no other tools and no live information: if asked to do anything else (call, send "
-    "a message, play music, control a device, order or book) or for the weather or news, "
-    "say briefly that you can't."
+    "You are a helpful voice assistant. Answer in one to three short spoken "
+    "sentences. Answer questions and give suggestions, advice and explanations from "
+    "what you know: what to cook, read or do, how things work. You do not know the "
+    "current time or date: call get_current_time whenever the user asks for the time, "
+    "the date or the day. Call set_timer for timers and calculate for arithmetic. If "
+    "asked to act in the world (call, send a message, play music, control a device, "
+    "order or book) or for the weather or news, say briefly that you can't."
 )
 
 
@@ -217,6 +222,25 @@ class ToolsConfig:
     system_prompt: str = TOOLS_SYSTEM_PROMPT
     max_rounds: int = 2  # tool calls answered per reply before the model must speak
     timeout_s: float = 5.0  # one tool call's budget
+    # A tool with a spoken result (the built-ins; a user tool's @tool(speak=...)) says it
+    # from its template: no second model round. false: the model always says the result.
+    speak_results: bool = True
+    # A call not answered after this long gets `filler` spoken, so a slow tool is never
+    # dead air; the answer follows when it comes (0: never).
+    filler_after_ms: float = 700.0
+    filler: str = "One moment."
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.filler_after_ms < float("inf"):
+            raise ConfigError(
+                f"tools.filler_after_ms: expected 0 (off) or a delay in ms, "
+                f"got {self.filler_after_ms!r}"
+            )
+        if self.filler_after_ms > 0 and not any(c.isalnum() for c in self.filler):
+            raise ConfigError(
+                f"tools.filler: expected words to say while a tool runs, got {self.filler!r} "
+                "(tools.filler_after_ms = 0 turns the filler off)"
+            )
 
 
 @dataclass(frozen=True)

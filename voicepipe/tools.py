@@ -17,6 +17,14 @@ A name that does not resolve raises ``ToolError`` naming it and why.
 A tool is a plain function of its arguments (keyword) returning something JSON
 can encode; it runs in a worker thread, bounded by ``[tools] timeout_s``. One that
 takes a ``ctx`` parameter also gets a ``ToolContext`` (``alert_in``: the timer).
+
+Spoken results: a tool may say its own result (``speak``) instead of handing it to
+the model for a second round: a template string (``str.format`` with the arguments
+and, for a dict result, its keys; ``{result}`` is the whole result) or a callable
+``speak(arguments, result) -> str``. The built-ins all do ("Your 10 minute timer is
+set.", "It's 3:41 in the afternoon on Friday, November 27.", "12 times 15 is
+180."): a voice turn then costs one model round, the call, not two. A user tool
+without ``speak`` keeps the model round.
 """
 
 from __future__ import annotations
@@ -25,13 +33,21 @@ import datetime as _dt
 import importlib
 import inspect
 import json
+import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from voicepipe.core import calc
-from voicepipe.core.tools import ToolCall, ToolSpec, check_arguments, spoken_duration, timer_seconds
+from voicepipe.core.tools import (
+    ToolCall,
+    ToolSpec,
+    check_arguments,
+    spoken_clock,
+    spoken_duration,
+    timer_seconds,
+)
 
 _TOOL_ATTR = "__voicepipe_tool__"
 MAX_TIMER_S = 24 * 3600.0
@@ -50,11 +66,16 @@ class ToolContext(Protocol):
         ...
 
 
+# A spoken result: a format string, or a function of (arguments, result).
+Speak = str | Callable[[dict[str, Any], Any], str]
+
+
 @dataclass(frozen=True)
 class Tool:
     spec: ToolSpec
     fn: Callable[..., Any]
     wants_ctx: bool = False
+    speak: Speak | None = None  # says the result itself (no model round): see above
 
     @property
     def name(self) -> str:
@@ -65,13 +86,15 @@ def tool(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     name: str | None = None,
+    speak: Speak | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: mark a function as a tool, with its description and JSON schema (both
     derived from the docstring and type hints when not given). The function is
-    returned unchanged; list it in ``[tools] user`` as ``"module:function"``."""
+    returned unchanged; list it in ``[tools] user`` as ``"module:function"``.
+    ``speak``: the result said from this template (or function) without a model round."""
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(fn, _TOOL_ATTR, _make(fn, description, parameters, name))
+        setattr(fn, _TOOL_ATTR, _make(fn, description, parameters, name, speak))
         return fn
 
     return mark
@@ -82,8 +105,11 @@ def _make(
     description: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     name: str | None = None,
+    speak: Speak | None = None,
 ) -> Tool:
     label = name or getattr(fn, "__name__", "")
+    if speak is not None and not (isinstance(speak, str) or callable(speak)):
+        raise ToolError(f"tool {label!r}: speak must be a template string or a function")
     if not label or not label.replace("_", "a").isalnum():
         raise ToolError(f"tool name {label!r}: use letters, digits and underscores")
     sig = inspect.signature(fn)
@@ -96,7 +122,7 @@ def _make(
         parameters = _schema(fn, label)
     if parameters.get("type") != "object":
         raise ToolError(f"tool {label!r}: parameters must be a JSON schema of type object")
-    return Tool(ToolSpec(label, desc, dict(parameters)), fn, wants_ctx)
+    return Tool(ToolSpec(label, desc, dict(parameters)), fn, wants_ctx, speak)
 
 
 def _schema(fn: Callable[..., Any], label: str) -> dict[str, Any]:
@@ -160,6 +186,30 @@ def calculate(expression: str) -> dict[str, str]:
     return {"result": calc.format_number(calc.evaluate(expression))}
 
 
+# A label that only restates the duration: the 1.5B labels "ten minutes" timers so.
+_DURATION_LABEL = re.compile(r"\d|\b(?:hours?|minutes?|seconds?|mins?|secs?|timer)\b", re.I)
+
+
+def _say_timer(args: dict[str, Any], result: Any) -> str:
+    label = str(args.get("label") or "").strip()
+    if _DURATION_LABEL.search(label):
+        label = ""  # not "Your 10 minute timer for Ten minutes is set."
+    what = f"{spoken_duration(timer_seconds(args))} timer" + (f" for {label}" if label else "")
+    return f"Your {what} is set."
+
+
+def _say_time(args: dict[str, Any], result: Any) -> str:
+    return spoken_clock(result["time"], result.get("weekday", ""), result.get("date", ""))
+
+
+def _say_sum(args: dict[str, Any], result: Any) -> str:
+    value = float(result["result"])
+    said = calc.format_number(round(value, 3))
+    about = "about " if float(said) != value else ""  # 7 / 3: "about 2.333", not ten digits
+    expr = calc.spoken(str(args.get("expression", "")))
+    return f"{expr} is {about}{said}." if expr else f"That's {about}{said}."
+
+
 _NUM = {"type": "number"}
 BUILTINS: dict[str, Tool] = {
     t.name: t
@@ -178,8 +228,13 @@ BUILTINS: dict[str, Tool] = {
                 },
                 "required": [],
             },
+            speak=_say_timer,
         ),
-        _make(get_current_time, parameters={"type": "object", "properties": {}, "required": []}),
+        _make(
+            get_current_time,
+            parameters={"type": "object", "properties": {}, "required": []},
+            speak=_say_time,
+        ),
         _make(
             calculate,
             "Calculate the value of an arithmetic expression, e.g. '17 * 23' or '(4 + 5) / 3'.",
@@ -193,6 +248,7 @@ BUILTINS: dict[str, Tool] = {
                 },
                 "required": ["expression"],
             },
+            speak=_say_sum,
         ),
     )
 }
@@ -264,3 +320,24 @@ class Toolbox:
             return True, out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
         except (TypeError, ValueError):
             return True, str(out)
+
+    def spoken(self, call: ToolCall, content: str) -> str | None:
+        """What the tool says of its (successful) result ``content``, or None: it has no
+        ``speak``, or its template does not fit this result (then the model says it)."""
+        t = self.tools.get(call.name)
+        if t is None or t.speak is None:
+            return None
+        try:
+            result: Any = json.loads(content)
+        except ValueError:
+            result = content  # a tool that returned a plain string
+        try:
+            if isinstance(t.speak, str):
+                fields = result if isinstance(result, dict) else {}
+                text = t.speak.format(**{**call.arguments, **fields, "result": result})
+            else:
+                text = t.speak(dict(call.arguments), result)
+        except Exception:  # a template that does not fit: the model round still answers
+            return None
+        text = str(text).strip() if text is not None else ""
+        return text or None

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from voicepipe.core.calc import CalcError, evaluate, format_number
+from voicepipe.core.calc import CalcError, evaluate, format_number, spoken
 
 
 @pytest.mark.parametrize(
@@ -83,3 +83,14 @@ def test_format_number() -> None:
     assert format_number(391.0) == "391"
     assert format_number(12.5) == "12.5"
     assert format_number(1 / 3) == "0.3333333333"
+
+
+def test_spoken_reads_a_flat_chain_and_gives_up_on_grouping() -> None:
+    assert spoken("12 * 15") == "12 times 15"
+    assert spoken("12 x 15") == "12 times 15"
+    assert spoken("1,000 / 8") == "1000 divided by 8"
+    assert spoken("2 ** 10") == "2 to the power of 10"
+    assert spoken("17 * 23 + 1") == "17 times 23 plus 1"
+    # Parentheses, signs, a lone number, nonsense: no reading (the value alone is said).
+    for expr in ("(4 + 5) / 3", "-3 * 2", "5", "2 +", "import os", ""):
+        assert spoken(expr) is None, expr

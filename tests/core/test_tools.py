@@ -15,6 +15,7 @@ from voicepipe.core.tools import (
     check_arguments,
     judge_calls,
     parse_call,
+    spoken_clock,
     spoken_duration,
     timer_seconds,
 )
@@ -173,3 +174,17 @@ def test_timer_seconds_and_spoken_duration() -> None:
 )  # fmt: skip
 def test_judge_calls(expect: dict, calls: list, ok: bool) -> None:
     assert judge_calls(expect, calls)[0] is ok
+
+
+def test_spoken_clock() -> None:
+    assert spoken_clock("15:41", "Friday", "2026-11-27") == (
+        "It's 3:41 in the afternoon on Friday, November 27."
+    )
+    assert spoken_clock("09:05") == "It's 9:05 in the morning."
+    assert spoken_clock("19:30", "Monday") == "It's 7:30 in the evening on Monday."
+    assert spoken_clock("23:59") == "It's 11:59 at night."
+    assert spoken_clock("12:00") == "It's 12:00 noon."
+    assert spoken_clock("00:00") == "It's 12:00 midnight."
+    assert spoken_clock("00:10") == "It's 12:10 at night."
+    with pytest.raises(ValueError, match="not a time of day"):
+        spoken_clock("25:00")

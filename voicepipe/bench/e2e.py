@@ -45,7 +45,13 @@ import json
 from typing import Any
 
 from voicepipe.bench._progress import progress
-from voicepipe.bench.common import QUESTIONS, pcts, speak
+from voicepipe.bench.common import (
+    QUESTIONS,  # noqa: F401 (training/draft_data_prompts.py)
+    pcts,
+    speak,
+)
+from voicepipe.bench.e2e_kinds import QUESTIONS as TAGGED_QUESTIONS
+from voicepipe.bench.e2e_kinds import kinds
 from voicepipe.bench.e2e_levels import (
     batches,
     level_summary,
@@ -82,8 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--questions",
         type=int,
-        default=len(QUESTIONS),
-        help=f"questions per level (≤ {len(QUESTIONS)})",
+        default=len(TAGGED_QUESTIONS),
+        help=f"questions per level (≤ {len(TAGGED_QUESTIONS)}; each tagged with its kind of "
+        "turn, bench/e2e_kinds.py)",
     )
     p.add_argument("--pipeline", default="assistant")
     p.add_argument(
@@ -306,6 +313,7 @@ def summarize(
             preempt[s["preempt"]] = preempt.get(s["preempt"], 0) + 1
     return {
         "voice_to_voice_ms": pcts(v2v),
+        "kinds": kinds(first),  # plain, long-first-sentence and tool turns apart
         "spans": spans,
         "jitter": jitter,
         "cpu": {
@@ -354,7 +362,7 @@ async def bench(
     from voicepipe.bench._serve import serve_process
     from voicepipe.bench.e2e_api_load import split_summary
 
-    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    texts = TAGGED_QUESTIONS[: max(1, min(n_questions, len(TAGGED_QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     log(f"bench e2e: {len(texts)} spoken questions; starting voicepipe serve ({pipeline}) …")
     async with serve_process(pipeline, cfg, trace=trace) as srv:
@@ -403,7 +411,7 @@ async def compare(
     from voicepipe.bench._serve import serve_process
     from voicepipe.config import apply_overrides
 
-    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    texts = TAGGED_QUESTIONS[: max(1, min(n_questions, len(TAGGED_QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     names = list(variants)
     levels = levels or [1]
@@ -474,7 +482,7 @@ async def endpoints(
     from voicepipe.client import VOICE_TO_FIRST_AUDIO
 
     names = ["ws", "realtime"] if which == "both" else [which]
-    texts = QUESTIONS[: max(1, min(n_questions, len(QUESTIONS)))]
+    texts = TAGGED_QUESTIONS[: max(1, min(n_questions, len(TAGGED_QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     log(f"bench e2e: {len(texts)} spoken questions × {rounds} through {' and '.join(names)} …")
     sessions: dict[str, list[dict[str, Any]]] = {n: [] for n in names}

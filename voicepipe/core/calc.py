@@ -154,3 +154,33 @@ def format_number(v: float) -> str:
     if float(v).is_integer() and abs(v) < 1e16:
         return str(int(v))
     return f"{v:.10g}"
+
+
+# How a spoken answer reads each operator (``spoken``); "x" and the like are aliases.
+_SPOKEN_OPS = {
+    "+": "plus",
+    "-": "minus",
+    "*": "times",
+    "/": "divided by",
+    "//": "divided by",  # (a whole-number division: the value says which)
+    "%": "modulo",
+    "**": "to the power of",
+}
+
+
+def spoken(expr: str) -> str | None:
+    """The expression as a sentence says it (``"12 * 15"`` → ``"12 times 15"``), or None
+    when it is not a flat chain of numbers and operators (parentheses, signs): then a
+    spoken answer gives the value alone rather than misread the grouping."""
+    try:
+        toks = _tokens(expr)[:-1]
+    except CalcError:
+        return None
+    if len(toks) < 3 or len(toks) % 2 == 0:
+        return None
+    words: list[str] = []
+    for i, t in enumerate(toks):
+        if (t.kind == "num") != (i % 2 == 0) or (t.kind == "op" and t.text not in _SPOKEN_OPS):
+            return None
+        words.append(format_number(t.value) if t.kind == "num" else _SPOKEN_OPS[t.text])
+    return " ".join(words)

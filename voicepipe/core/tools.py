@@ -319,6 +319,38 @@ def spoken_duration(seconds: float, plural: bool = False) -> str:
     return " ".join(parts) if parts else ("0 seconds" if plural else "0 second")
 
 
+_MONTHS = (
+    "January February March April May June July August September October November December"
+).split()
+
+
+def spoken_clock(hhmm: str, weekday: str = "", date: str = "") -> str:
+    """``get_current_time``'s result as one sentence: ``("15:41", "Friday", "2026-11-27")``
+    → ``"It's 3:41 in the afternoon on Friday, November 27."`` (a 12-hour clock and the
+    part of the day, as people say it; the TTS front-end reads the digits)."""
+    h, m = (int(x) for x in hhmm.split(":")[:2])
+    if not (0 <= h < 24 and 0 <= m < 60):
+        raise ValueError(f"not a time of day: {hhmm!r}")
+    if (h, m) == (12, 0):
+        clock = "12:00 noon"
+    elif (h, m) == (0, 0):
+        clock = "12:00 midnight"
+    else:
+        part = (
+            "at night" if h < 5 or h >= 22
+            else "in the morning" if h < 12
+            else "in the afternoon" if h < 18
+            else "in the evening"
+        )  # fmt: skip
+        clock = f"{(h - 1) % 12 + 1}:{m:02d} {part}"
+    day = ""
+    if date:
+        y, mo, d = (int(x) for x in date.split("-")[:3])
+        day = f"{_MONTHS[mo - 1]} {d}"
+    on = ", ".join(x for x in (weekday, day) if x)
+    return f"It's {clock}" + (f" on {on}." if on else ".")
+
+
 def judge_calls(expect: Mapping[str, Any], calls: list[Mapping[str, Any]]) -> tuple[bool, str]:
     """A reply's tool calls (``{"name", "arguments"}``, in order) against a question-set
     item (``voicepipe/bench/answers_set.toml``, kind ``tool``): the first call must be

@@ -48,7 +48,10 @@ def test_waits_for_the_character_after_punctuation() -> None:
 
 
 def test_numbers_abbreviations_and_lists() -> None:
-    assert chunks_of("We need 1,000 or 2,500 units by e.g. March. Thanks.") == [
+    # (first_break_words=0: the phrase break before "by" is tested apart, below)
+    assert chunks_of(
+        "We need 1,000 or 2,500 units by e.g. March. Thanks.", first_break_words=0
+    ) == [
         "We need 1,000 or 2,500 units by e.g. March.",
         "Thanks.",
     ]
@@ -122,6 +125,49 @@ def test_a_long_unpunctuated_first_sentence_breaks_before_a_conjunction() -> Non
     ]
 
 
+def test_a_first_sentence_with_no_conjunction_breaks_at_a_phrase() -> None:
+    # Before a number once a verb phrase is there; before a preposition one word later.
+    assert chunks_of("The moon is approximately 384,400 kilometers away from Earth.") == [
+        "The moon is approximately",
+        "384,400 kilometers away from Earth.",
+    ]
+    assert chunks_of("It takes about 8 minutes for light from the Sun to reach Earth.") == [
+        "It takes about 8 minutes",
+        "for light from the Sun to reach Earth.",
+    ]
+    assert chunks_of("You could try making a simple pasta with garlic and olive oil.") == [
+        "You could try making a simple pasta",
+        "with garlic and olive oil.",
+    ]
+    # No verb in front: a noun phrase is never cut ("The capital | of France").
+    assert chunks_of("The capital of the United Kingdom of Great Britain is London.") == [
+        "The capital of the United Kingdom of Great Britain is London."
+    ]
+    # Not before "of" or "to" (they bind to what precedes), nor inside quotes.
+    assert chunks_of("Weather is the current state of the atmosphere today.") == [
+        "Weather is the current state of the atmosphere today."
+    ]
+    assert chunks_of('Ikigai is a word that means "joy in life" in Japanese.') == [
+        'Ikigai is a word that means "joy in life"',
+        "in Japanese.",
+    ]
+    assert chunks_of("A leap year has 366 days.") == ["A leap year has 366 days."]
+    # Never after an article or a preposition, nor right after the verb.
+    assert chunks_of("The answer is about the 42 we saw.") == ["The answer is about the 42 we saw."]
+    assert chunks_of("The speed of light is 299,792 kilometers per second.") == [
+        "The speed of light is 299,792 kilometers per second."
+    ]
+    # A number is a break as soon as its first digit has come, whatever follows.
+    c = Chunker()
+    assert c.push("The moon is approximately 3") == ["The moon is approximately"]
+    assert c.push("84,400 km away.") == []
+    assert c.flush() == "384,400 km away."
+    # Off with the other breaks.
+    assert chunks_of("The moon is approximately 384,400 km away.", first_break_words=0) == [
+        "The moon is approximately 384,400 km away."
+    ]
+
+
 def test_a_break_word_is_only_a_word_once_it_ends() -> None:
     c = Chunker()
     assert c.push("The new phone runs and") == []  # "and" might be "android"
@@ -146,6 +192,10 @@ WORDS = st.lists(
             "android",
             "if",
             "x\n",
+            "is",
+            "in",
+            "42",
+            "3.5,",
         ]
     ),
     max_size=30,

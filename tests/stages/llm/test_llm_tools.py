@@ -80,10 +80,24 @@ async def test_a_timer_request_calls_set_timer_and_speaks_no_json(cfg, engine):
     shown = "".join(f.text for f in got if isinstance(f, TextDelta))
     for text in (spoken, shown):
         assert text.strip() and "{" not in text and "tool_call" not in text, text
+    # The built-in says its result itself: no second model round.
+    assert tool.attrs["spoken"] and spoken == "Your 10 minute timer is set."
     # The conversation keeps the call and its result for the next turn.
     roles = [m["role"] for m in stage.messages]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
     assert stage.messages[2]["tool_calls"][0]["function"]["name"] == "set_timer"
+    assert stage.messages[-1]["content"] == "Your 10 minute timer is set."
+
+
+async def test_with_spoken_results_off_the_model_says_the_result(cfg, engine):
+    off = dataclasses.replace(cfg, tools=dataclasses.replace(cfg.tools, speak_results=False))
+    stage = LlmStage(off, engine.fork())
+    got = await _turn(stage, "What is 12 times 15?")
+    await stage.stop()
+    (tool,) = [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.tool"]
+    assert not tool.attrs["spoken"] and tool.attrs["calls"][0]["name"] == "calculate"
+    spoken = " ".join(f.text for f in got if isinstance(f, TextChunk))
+    assert "180" in spoken and spoken != "12 times 15 is 180."
 
 
 async def test_empty_call_tags_are_decoded_again_from_a_calls_opening(cfg, engine):

@@ -8,7 +8,13 @@ a long while ("The sky is blue because of the scattering of light by tiny
 particles in the atmosphere,"): the user would hear nothing until its end, so
 once it holds ``first_break_words`` words the first chunk may also end at a
 natural spoken break, before a conjunction or a relative word ("The sky is
-blue | because of …"). Later chunks end at sentence boundaries, or at a
+blue | because of …"). A sentence with no conjunction either ("The moon is
+approximately 384,400 kilometers away from Earth.") may break at a phrase: once
+the words so far hold a verb with something after it ("The moon is
+approximately"), before a number (from ``first_break_words`` words) or a
+preposition (from one word more): "The moon is approximately | 384,400 …",
+"Tea is made by steeping leaves | in hot water". Without the verb it would cut
+a noun phrase ("The capital | of France"). Later chunks end at sentence boundaries, or at a
 clause when the sentence grows past ``soft_max_chars``; past
 ``hard_max_chars`` the text is cut at the last space (never inside a word).
 
@@ -36,7 +42,33 @@ BREAK_WORDS = frozenset(
     "and but or so because since although though while whereas which who whose where when "
     "if unless until".split()
 )
-_BREAK = re.compile(r"\s(?P<word>[A-Za-z]+)(?=\s)")
+# Prepositions: a phrase break before them needs a verb phrase in front (see above).
+# Not "of" (it binds two nouns: "the current state | of the atmosphere"), "to" (mostly an
+# infinitive: "a loan used | to buy"), "per", "than", "like" ("kilometers | per second").
+PREPOSITIONS = frozenset(
+    "in on at by for with from about into onto over under after before between "
+    "through during around near across within without against toward towards "
+    "along behind beyond".split()
+)
+# Finite verbs that make the words before a break a clause ("The moon is …", "It takes
+# …"): the copula, auxiliaries, a few verbs replies open with, and contractions. No bare
+# forms ("do", "make"): "things to do | in winter" is an infinitive in a noun phrase.
+VERBS = frozenset(
+    "is are was were am has have had does did can could will would should may might must "
+    "takes took makes made means needs helps orbits depends contains reaches lasts weighs "
+    "covers it's that's there's here's what's he's she's they're we're you're i'm".split()
+)
+# A head never ends on one of these: "is about the | 384" would strand the article.
+_NO_END = (
+    PREPOSITIONS
+    | BREAK_WORDS
+    | {"of", "to"}
+    | frozenset(
+        "the a an this that these those its my your our their his her some any very".split()
+    )
+)
+# A word, or a number's first digit (a number breaks before it as soon as it starts).
+_BREAK = re.compile(r"\s(?:(?P<word>[A-Za-z]+)(?=\s)|(?P<num>\d))")
 _MARKDOWN = re.compile(r"[*#`_]+")
 _SPACES = re.compile(r"\s+")
 
@@ -105,17 +137,24 @@ class Chunker:
         return cut
 
     def _break_cut(self, before: int | None) -> int | None:
-        """First chunk only: the start of a break word that follows at least
-        ``first_break_words`` words and comes before the punctuation cut, if any. The
-        word counts once the character after it has arrived ("and" vs "android")."""
+        """First chunk only: the start of a break word (or a phrase break: a number or a
+        preposition after a verb phrase) that follows enough words and comes before the
+        punctuation cut, if any. A word counts once the character after it has arrived
+        ("and" vs "android"); a number as soon as its first digit has."""
         for m in _BREAK.finditer(self.buf):
             start = m.start()
             if before is not None and start >= before:
                 return None
-            if m.group("word").lower() not in BREAK_WORDS:
+            head = _clean(self.buf[:start]).split()
+            word = (m.group("word") or "").lower()
+            if word in BREAK_WORDS:
+                if len(head) >= self.first_break_words:
+                    return start
                 continue
-            if len(_clean(self.buf[:start]).split()) >= self.first_break_words:
-                return start
+            need = self.first_break_words + (0 if m.group("num") else 1)
+            if (m.group("num") or word in PREPOSITIONS) and len(head) >= need:
+                if _verb_phrase(head):
+                    return start
         return None
 
     def _punctuation_cut(self) -> int | None:
@@ -153,6 +192,24 @@ def _not_a_full_stop(head: str) -> bool:
     line_start = head.rfind("\n", 0, m.start(1)) + 1
     before = head[line_start : m.start(1)].strip()
     return word.isdigit() and (before == "" or before.endswith(":"))
+
+
+def _verb_phrase(words: list[str]) -> bool:
+    """The words hold a verb with at least one word after it, do not end on a word that
+    needs what follows (an article, a preposition, a conjunction, the verb itself: "a
+    year that has | 366 days"), and leave no quote or parenthesis open ("means "joy |
+    in loss""): a phrase break, not a cut inside a unit."""
+    text = " ".join(words)
+    if (
+        text.count('"') % 2
+        or text.count("“") > text.count("”")
+        or text.count("(") > text.count(")")
+    ):
+        return False
+    low = [w.strip(_CLOSERS + "\"'“.,;:!?").lower() for w in words]
+    if not low or low[-1] in _NO_END or low[-1] in VERBS:
+        return False
+    return any(w in VERBS for w in low[:-1])
 
 
 def _clean(text: str) -> str:

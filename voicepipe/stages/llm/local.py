@@ -223,8 +223,25 @@ class LocalEngine:
                 if r.tentative:  # no side effects before the final transcript agrees
                     await r.committed.wait()
                 box = self.tools.box or Toolbox()  # (only client tools: a call to no tool)
-                await run_round(box, rnd, self.tools.context(), self.cfg.tools.timeout_s)
+                tcfg = self.cfg.tools
+
+                async def filler() -> None:  # said while a slow call runs (then its answer)
+                    await r.say(chunker, self.cfg.tools.filler.strip() + " ")
+
+                await run_round(
+                    box, rnd, self.tools.context(), tcfg.timeout_s, filler,
+                    tcfg.filler_after_ms / 1e3,
+                )  # fmt: skip
                 r.tool_msgs += rnd.messages(text)
+                answer = rnd.spoken_answer(box) if tcfg.speak_results else None
+                if answer is not None:
+                    # The tools say their results themselves: no second model round. The
+                    # conversation still holds the call, the results and this answer.
+                    rnd.spoken = True
+                    await r.span("llm.tool", rnd.started_ns, now_ns(), **rnd.span_attrs())
+                    rnd = None
+                    await r.say(chunker, answer)
+                    break
                 ids = self.prompt(r.text, r.tool_msgs)
                 done.append(dec)
                 dec = eng.decoder()

@@ -204,6 +204,8 @@ class Round:
     errors: list[str] = field(default_factory=list)  # calls that were not JSON calls
     results: list[dict[str, Any]] = field(default_factory=list)
     run_ms: float = 0.0
+    filler: bool = False  # a filler was said while a call ran
+    spoken: bool = False  # answered from the tools' templates, no model round
 
     def messages(self, said: str) -> list[dict[str, Any]]:
         """The assistant's tool-call message and one ``tool`` message per result, as the
@@ -229,19 +231,54 @@ class Round:
             ],  # fmt: skip
             "bad_calls": len(self.errors),
             "run_ms": round(self.run_ms, 3),
+            "filler": self.filler,
+            "spoken": self.spoken,  # the answer from the tools' templates
         }
 
+    def spoken_answer(self, box: Toolbox) -> str | None:
+        """The round's answer said by its tools themselves (every call answered, each by
+        a tool with ``speak``), or None: the model reads the results and answers."""
+        if self.errors or not self.calls or len(self.results) != len(self.calls):
+            return None
+        parts = []
+        for call, res in zip(self.calls, self.results, strict=True):
+            text = box.spoken(call, res["content"]) if res["ok"] else None
+            if text is None:
+                return None
+            parts.append(text)
+        return " ".join(parts)
 
-async def run_round(box: Toolbox, rnd: Round, ctx: Alerts, timeout_s: float) -> None:
-    """Run every call of the round, in order, each in a worker thread."""
+
+async def run_round(
+    box: Toolbox,
+    rnd: Round,
+    ctx: Alerts,
+    timeout_s: float,
+    filler: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    filler_after_s: float = 0.0,
+) -> None:
+    """Run every call of the round, in order, each in a worker thread. A call still
+    running after ``filler_after_s`` (> 0) gets ``filler`` said once per round, so a
+    slow tool never means dead air."""
     t0 = time.perf_counter()
+    filled = filler is None or filler_after_s <= 0
     for call in rnd.calls:
+        task = asyncio.ensure_future(
+            asyncio.wait_for(asyncio.to_thread(box.call, call, ctx), timeout=timeout_s)
+        )
         try:
-            ok, content = await asyncio.wait_for(
-                asyncio.to_thread(box.call, call, ctx), timeout=timeout_s
-            )
+            if not filled:
+                done, _ = await asyncio.wait({task}, timeout=filler_after_s)
+                if not done:
+                    filled = True
+                    rnd.filler = True
+                    assert filler is not None
+                    await filler()
+            ok, content = await task
         except TimeoutError:
             ok, content = False, json.dumps({"error": f"{call.name} took over {timeout_s:g} s"})
+        finally:
+            task.cancel()  # (an interrupted reply: stop waiting; a finished task: no-op)
         rnd.results.append({"ok": ok, "content": content})
     for err in rnd.errors:  # tell the model its malformed call went nowhere, and what works
         # (told only "bad call", the 1.5B gave up and said it could not help)
