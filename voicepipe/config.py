@@ -196,16 +196,19 @@ class LlmConfig:
 # rather than call get_current_time. The refusal is bounded to acting outside the
 # conversation and live information: told to refuse "anything else", the 1.5B refused
 # ordinary requests too ("What should I cook for dinner tonight?" → "I can't help with
-# that."), and still did ("I can't cook for dinner tonight.") until the advice sentence
-# named such requests (what to cook, read or do).
+# that."). Each sentence here is load-bearing for the tool calls: dropping "then say the
+# result briefly" and "You have no other tools" cost 10 of bench answers --tools' 36 on
+# the fused AVX2 kernel, and a longer advice sentence 2 of them (0 of 10 ordinary
+# requests refused, against 1 of 10 with this wording: "I can't cook for dinner tonight.").
 TOOLS_SYSTEM_PROMPT = (
     "You are a helpful voice assistant. Answer in one to three short spoken "
-    "sentences. Answer questions and give suggestions, advice and explanations from "
-    "what you know: what to cook, read or do, how things work. You do not know the "
-    "current time or date: call get_current_time whenever the user asks for the time, "
-    "the date or the day. Call set_timer for timers and calculate for arithmetic. If "
-    "asked to act in the world (call, send a message, play music, control a device, "
-    "order or book) or for the weather or news, say briefly that you can't."
+    "sentences. Answer questions and give suggestions from what you know, such as "
+    "what to cook, read or do. You do not know the current time or date: call "
+    "get_current_time whenever the user asks for the time, the date or the day. Call "
+    "set_timer for timers and calculate for arithmetic, then say the result briefly. "
+    "You have no other tools and no live information: if asked to act in the world "
+    "(call, send a message, play music, control a device, order or book) or for the "
+    "weather or news, say briefly that you can't."
 )
 
 
