@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.stages.llm.test_llm_stage import _end, _last_chunk, _reply, _run, _start, cfg, engine
+from tests.stages.llm.test_llm_stage import _end, _last_chunk, _reply, _run, _start
 from voicepipe.frames import (
     ContextEdit,
     Respond,
@@ -15,8 +15,6 @@ from voicepipe.frames import (
     TranscriptFinal,
 )
 from voicepipe.stages.llm.stage import LlmStage
-
-__all__ = ["cfg", "engine"]  # the module-scoped fixtures, shared
 
 
 async def test_respond_answers_the_items_added_and_the_conversation_keeps_them(cfg, engine) -> None:

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.profile import fast
 from voicepipe.config import Config
 from voicepipe.frames import (
     End,
@@ -27,17 +26,6 @@ from voicepipe.frames import (
 from voicepipe.stages.llm.engine import engine_for
 from voicepipe.stages.llm.reply import Reply
 from voicepipe.stages.llm.stage import LlmStage
-
-
-@pytest.fixture(scope="module")
-def cfg() -> Config:
-    c = fast()
-    return dataclasses.replace(c, llm=dataclasses.replace(c.llm, max_new_tokens=40))
-
-
-@pytest.fixture(scope="module")
-def engine(cfg):
-    return engine_for(cfg)
 
 
 def _start(stage: LlmStage, until=None):

@@ -10,7 +10,6 @@ import dataclasses
 
 import pytest
 
-from tests.profile import fast
 from voicepipe.config import Config
 from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import (
@@ -23,19 +22,7 @@ from voicepipe.frames import (
     TranscriptPartial,
     TranscriptStable,
 )
-from voicepipe.stages.llm.engine import engine_for
 from voicepipe.stages.llm.stage import LlmStage
-
-
-@pytest.fixture(scope="module")
-def cfg() -> Config:
-    c = fast()
-    return dataclasses.replace(c, llm=dataclasses.replace(c.llm, max_new_tokens=40))
-
-
-@pytest.fixture(scope="module")
-def engine(cfg):
-    return engine_for(cfg)
 
 
 def _with(cfg: Config, **turns) -> Config:
