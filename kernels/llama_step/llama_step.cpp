@@ -18,9 +18,8 @@
 // Layouts (checked): activations fp32; matrices as make_qw (matrix.h) documents; Q/K rows
 // in interleaved-RoPE order (pairs 2i, 2i+1); the KV cache one fp32 tensor
 // (n_layer, 2, n_kv_head, max_len, head_dim), shared with the reference path.
-#include <ATen/Parallel.h>
 #include <immintrin.h>
-#include <torch/extension.h>
+#include "../torch_binding.h"
 
 #include <cmath>
 #include <cstring>

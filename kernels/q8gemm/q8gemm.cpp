@@ -12,8 +12,7 @@
 //
 // Requirements (checked): x fp32 contiguous, w int8 contiguous, scale fp32,
 // K % 32 == 0.
-#include <ATen/Parallel.h>
-#include <torch/extension.h>
+#include "../torch_binding.h"
 
 #include "q8gemm.h"
 

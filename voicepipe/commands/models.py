@@ -119,11 +119,13 @@ def _pull(args: argparse.Namespace, names: list[str], ms: dict) -> int:
 
 
 def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
+    import threading
     import time
 
     from voicepipe import registry
     from voicepipe.nn.llm import llama, packed
     from voicepipe.nn.llm.engine import gguf_path
+    from voicepipe.nn.llm.qlinear import q8gemm
 
     llm, cfg_weights = _configured_llm()
     weights = weights or cfg_weights
@@ -143,7 +145,12 @@ def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
         t0 = time.perf_counter()
         print(f"voicepipe: building the kernels and packing {name} ({weights}) …",
               file=sys.stderr, flush=True)  # fmt: skip
+        # The drafter's int8 kernel compiles on the other core meanwhile; else the
+        # server's first load would compile it after this one, on the critical path.
+        side = threading.Thread(target=q8gemm, name="q8gemm-build", daemon=True)
+        side.start()
         llama.load(path, weights, max_len=16)
+        side.join()
         print(f"voicepipe: {name} packed in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
     return 0

@@ -24,7 +24,10 @@ import torch
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent.parent / "kernels"
 _BUILT: dict[str, ModuleType | None] = {}
-_LOCK = threading.Lock()
+# One lock per kernel: two kernels build side by side (a core each), while two
+# callers of the same kernel wait for the one build.
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_LOCK = threading.Lock()
 
 
 def enabled() -> bool:
@@ -37,7 +40,9 @@ def enabled() -> bool:
 
 def build(name: str, main: str, headers: tuple[str, ...] = ()) -> ModuleType | None:
     """The compiled module of kernels/<main> (relative paths), or None if it cannot be built."""
-    with _LOCK:
+    with _LOCKS_LOCK:
+        lock = _LOCKS.setdefault(name, threading.Lock())
+    with lock:
         if name not in _BUILT:
             _BUILT[name] = _build(name, main, headers)
         return _BUILT[name]
@@ -146,5 +151,6 @@ def llama_step() -> ModuleType | None:
             "llama_step/matrix.h",
             "llama_step/ops.h",
             "llama_step/team.h",
+            "torch_binding.h",
         ),
     )

@@ -44,7 +44,8 @@ _Q8: list[Callable[..., torch.Tensor] | None] = []  # [] = not tried yet
 def q8gemm() -> Callable[..., torch.Tensor] | None:
     """The compiled q8_gemm op, or None (built once per machine, cached by torch)."""
     if not _Q8:
-        mod = kbuild.build("q8gemm", "q8gemm/q8gemm.cpp", ("q8gemm/q8gemm.h", "llama_step/simd.h"))
+        headers = ("q8gemm/q8gemm.h", "llama_step/simd.h", "torch_binding.h")
+        mod = kbuild.build("q8gemm", "q8gemm/q8gemm.cpp", headers)
         _Q8.append(None if mod is None else mod.q8_gemm)
     return _Q8[0]
 
