@@ -13,7 +13,7 @@ PIP    := $(BIN)/pip install -q --disable-pip-version-check --no-compile
 # it imports on first use. Two jobs: the model downloads run beside the installs.
 MAKEFLAGS += -j2 --no-print-directory
 
-.PHONY: setup fetch pack models run test lint clean
+.PHONY: setup fetch kernels pack models run test lint clean
 
 setup: $(STAMP) models
 
@@ -43,9 +43,14 @@ $(STAMP): $(BASE)
 fetch: | $(BIN)/python
 	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pull --no-pack --quiet
 
-# Packs the LLM for this CPU (and builds the kernels) as soon as torch and the file are in,
-# while pip installs the rest (docs/CLI.md: models pack).
-pack: $(CORE) fetch
+# Builds the C++ kernels as soon as torch is in, while the models download (compiling
+# them is the longest step of a first start).
+kernels: $(CORE)
+	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pack --kernels-only
+
+# Packs the LLM for this CPU once the kernels and its file are in, while pip installs
+# the rest (docs/CLI.md: models pack).
+pack: kernels fetch
 	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pack --quiet
 
 models: fetch pack

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import threading
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     pk.add_argument("names", nargs="*", help="LLM names or GGUF paths (default: [llm] model)")
     pk.add_argument("--weights", default=None, help="weight format (default: [llm] weights)")
     pk.add_argument("--quiet", action="store_true", help="say nothing when already packed")
+    pk.add_argument(
+        "--kernels-only", action="store_true",
+        help="only build the C++ kernels (needs torch, not the model): set-up runs this "
+        "while the models download",
+    )  # fmt: skip
     pv = sub2.add_parser("verify", help="check sha256 of local copies")
     pv.add_argument("names", nargs="*")
     p.set_defaults(func=run)
@@ -67,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         if action == "pull":
             return _pull(args, names, ms)
         if action == "pack":
+            if args.kernels_only:
+                return _build_kernels()
             return _pack(args.names, args.weights, args.quiet)
         bad = 0
         for name in names:
@@ -118,14 +126,37 @@ def _pull(args: argparse.Namespace, names: list[str], ms: dict) -> int:
     return 0
 
 
+def _build_kernels() -> int:
+    """Both C++ kernels, side by side (a core each); compiling is most of a first load."""
+    from voicepipe.nn import kernels
+    from voicepipe.nn.llm.qlinear import q8gemm
+
+    if not kernels.enabled():
+        print("voicepipe models: no C++ kernels for this CPU (or VOICEPIPE_KERNELS=0); "
+              "the PyTorch path will be used", file=sys.stderr)  # fmt: skip
+        return 0
+    side = _q8gemm_beside()
+    ok = kernels.llama_step() is not None
+    side.join()
+    return 0 if ok and q8gemm() is not None else 1
+
+
+def _q8gemm_beside() -> threading.Thread:
+    """The drafter's int8 kernel, building on the other core from now (else the server's
+    first load compiles it after the fused step, on the critical path)."""
+    from voicepipe.nn.llm.qlinear import q8gemm
+
+    side = threading.Thread(target=q8gemm, name="q8gemm-build", daemon=True)
+    side.start()
+    return side
+
+
 def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
-    import threading
     import time
 
     from voicepipe import registry
     from voicepipe.nn.llm import llama, packed
     from voicepipe.nn.llm.engine import gguf_path
-    from voicepipe.nn.llm.qlinear import q8gemm
 
     llm, cfg_weights = _configured_llm()
     weights = weights or cfg_weights
@@ -145,10 +176,7 @@ def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
         t0 = time.perf_counter()
         print(f"voicepipe: building the kernels and packing {name} ({weights}) …",
               file=sys.stderr, flush=True)  # fmt: skip
-        # The drafter's int8 kernel compiles on the other core meanwhile; else the
-        # server's first load would compile it after this one, on the critical path.
-        side = threading.Thread(target=q8gemm, name="q8gemm-build", daemon=True)
-        side.start()
+        side = _q8gemm_beside()
         llama.load(path, weights, max_len=16)
         side.join()
         print(f"voicepipe: {name} packed in {time.perf_counter() - t0:.0f} s",
