@@ -127,7 +127,7 @@ def _pull(args: argparse.Namespace, names: list[str], ms: dict) -> int:
 
 
 def _build_kernels() -> int:
-    """Both C++ kernels, side by side (a core each); compiling is most of a first load."""
+    """The C++ kernels, two side by side (a core each); compiling is most of a first load."""
     from voicepipe.nn import kernels
     from voicepipe.nn.llm.qlinear import q8gemm
 
@@ -135,18 +135,24 @@ def _build_kernels() -> int:
         print("voicepipe models: no C++ kernels for this CPU (or VOICEPIPE_KERNELS=0); "
               "the PyTorch path will be used", file=sys.stderr)  # fmt: skip
         return 0
-    side = _q8gemm_beside()
+    side = _kernels_beside()
     ok = kernels.llama_step() is not None
     side.join()
-    return 0 if ok and q8gemm() is not None else 1
+    return 0 if ok and kernels.pack() is not None and q8gemm() is not None else 1
 
 
-def _q8gemm_beside() -> threading.Thread:
-    """The drafter's int8 kernel, building on the other core from now (else the server's
-    first load compiles it after the fused step, on the critical path)."""
+def _kernels_beside() -> threading.Thread:
+    """The smaller kernels (weight packing, the drafter's int8 GEMM), building on the other
+    core from now while the caller builds the fused step (else a first load compiles them
+    one after another, on the critical path)."""
+    from voicepipe.nn import kernels
     from voicepipe.nn.llm.qlinear import q8gemm
 
-    side = threading.Thread(target=q8gemm, name="q8gemm-build", daemon=True)
+    def build() -> None:
+        kernels.pack()
+        q8gemm()
+
+    side = threading.Thread(target=build, name="kernel-builds", daemon=True)
     side.start()
     return side
 
@@ -176,7 +182,7 @@ def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
         t0 = time.perf_counter()
         print(f"voicepipe: building the kernels and packing {name} ({weights}) …",
               file=sys.stderr, flush=True)  # fmt: skip
-        side = _q8gemm_beside()
+        side = _kernels_beside()
         llama.load(path, weights, max_len=16)
         side.join()
         print(f"voicepipe: {name} packed in {time.perf_counter() - t0:.0f} s",

@@ -38,23 +38,29 @@ def enabled() -> bool:
     return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
 
 
-def build(name: str, main: str, headers: tuple[str, ...] = ()) -> ModuleType | None:
-    """The compiled module of kernels/<main> (relative paths), or None if it cannot be built."""
+def build(
+    name: str, main: str, headers: tuple[str, ...] = (), cflags: tuple[str, ...] = ()
+) -> ModuleType | None:
+    """The compiled module of kernels/<main> (relative paths), or None if it cannot be built.
+    ``cflags``: the kernel's own compiler flags, after the common ones."""
     with _LOCKS_LOCK:
         lock = _LOCKS.setdefault(name, threading.Lock())
     with lock:
         if name not in _BUILT:
-            _BUILT[name] = _build(name, main, headers)
+            _BUILT[name] = _build(name, main, headers, cflags)
         return _BUILT[name]
 
 
-def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
+def _build(
+    name: str, main: str, headers: tuple[str, ...], cflags: tuple[str, ...]
+) -> ModuleType | None:
     src = KERNELS_DIR / main
     if not enabled() or not src.is_file():
         return None
     digest = hashlib.sha256()
     for rel in (main, *headers):
         digest.update((KERNELS_DIR / rel).read_bytes())
+    digest.update(" ".join(cflags).encode())
     ext = f"voicepipe_{name}_{digest.hexdigest()[:10]}"
     try:
         from torch.utils.cpp_extension import load
@@ -74,7 +80,7 @@ def _build(name: str, main: str, headers: tuple[str, ...]) -> ModuleType | None:
         mod = load(
             name=ext,
             sources=[str(_staged(ext, main, headers))],
-            extra_cflags=["-O3", "-march=native", "-fopenmp"],
+            extra_cflags=["-O3", "-march=native", "-fopenmp", *cflags],
             extra_ldflags=["-fopenmp"],
             verbose=False,
         )
@@ -136,6 +142,13 @@ def _clear_stale_lock(lock: Path) -> None:
     if age > STALE_LOCK_S:
         warnings.warn(f"removing a stale kernel build lock ({age:.0f} s old): {lock}", stacklevel=4)
         lock.unlink(missing_ok=True)
+
+
+def pack() -> ModuleType | None:
+    """Weight preparation at load (kernels/pack): GGUF dequantization and int4 packing,
+    bit-identical to their torch references. -ffp-contract=off: the references round
+    after every multiply, so no multiply-add may be fused."""
+    return build("pack", "pack/pack.cpp", ("torch_binding.h",), ("-ffp-contract=off",))
 
 
 def llama_step() -> ModuleType | None:

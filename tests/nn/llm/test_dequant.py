@@ -8,7 +8,7 @@ import torch
 from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 
-from voicepipe.nn.llm.dequant import BLOCKS, dequantize
+from voicepipe.nn.llm.dequant import BLOCKS, dequantize, reference
 
 # Where each format keeps its fp16 scales (byte offsets): random bytes there could be
 # inf/NaN, which both sides would carry but torch.equal would not call equal.
@@ -25,11 +25,13 @@ def _random_blocks(name: str, n: int, seed: int) -> np.ndarray:
     return b
 
 
+@pytest.mark.parametrize("fn", [dequantize, reference], ids=["served", "torch"])
 @pytest.mark.parametrize("name", sorted(BLOCKS))
-def test_random_blocks_match_gguf(name: str) -> None:
+def test_random_blocks_match_gguf(name: str, fn) -> None:
+    """What loads use (the C++ kernel for the K-quants where it builds) and the torch path."""
     blocks = _random_blocks(name, 257, seed=len(name))
     want = np.asarray(gguf_dequantize(blocks, GGMLQuantizationType[name]), dtype=np.float32)
-    got = dequantize(blocks, name)
+    got = fn(blocks, name)
     assert got is not None
     assert got.shape == (want.size,)
     assert torch.equal(got, torch.from_numpy(want.reshape(-1)))

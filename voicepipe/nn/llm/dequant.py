@@ -7,12 +7,16 @@ whole-tensor torch ops, which run on every intra-op thread. The ops and their
 order are gguf's (float32 products of the fp16 scales with the small integers,
 then the subtraction of the min), so results are bit-identical to it
 (tests/nn/llm/test_dequant.py compares both on random blocks and real tensors).
-Formats not here fall back to the ``gguf`` package.
+Formats not here fall back to the ``gguf`` package. Where the C++ kernels build, the
+K-quants (most of a Q4_K_M model) go through kernels/pack instead: the same float
+operations block by block in one pass, several times faster (``reference`` keeps the
+torch path callable for the tests).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -83,4 +87,28 @@ def dequantize(data: np.ndarray, type_name: str) -> torch.Tensor | None:
         raw = torch.from_numpy(flat)
     if raw.numel() % size:
         raise ValueError(f"{type_name}: {raw.numel()} bytes is not a whole number of blocks")
+    fast = _kernel(type_name)
+    if fast is not None:
+        return fast(raw)
     return _FN[type_name](raw.reshape(-1, size)).reshape(-1)
+
+
+def reference(data: np.ndarray, type_name: str) -> torch.Tensor | None:
+    """``dequantize`` by the torch code above alone (what the C++ kernel is tested against)."""
+    if type_name not in _FN:
+        return None
+    size, _ = BLOCKS[type_name]
+    raw = torch.from_numpy(np.ascontiguousarray(data).view(np.uint8).reshape(-1).copy())
+    return _FN[type_name](raw.reshape(-1, size)).reshape(-1)
+
+
+def _kernel(type_name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """kernels/pack's one-pass dequantization of the K-quants (bit-identical), or None."""
+    if type_name not in ("Q4_K", "Q6_K"):
+        return None
+    from voicepipe.nn import kernels
+
+    mod = kernels.pack()
+    if mod is None:
+        return None
+    return mod.dequant_q4_k if type_name == "Q4_K" else mod.dequant_q6_k

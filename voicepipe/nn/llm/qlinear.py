@@ -50,6 +50,12 @@ def q8gemm() -> Callable[..., torch.Tensor] | None:
     return _Q8[0]
 
 
+def pack_kernel() -> Callable[[torch.Tensor], list[torch.Tensor]] | None:
+    """The compiled ``pack_q4`` (kernels/pack), or None: ``pack_q4_reference`` then."""
+    mod = kbuild.pack()
+    return None if mod is None else mod.pack_q4
+
+
 def q4_kernel() -> bool:
     """The fused llama step can run Q4_1-shaped int4 matrices here (it is built: AVX-512
     VNNI or AVX2)."""
@@ -209,6 +215,16 @@ def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def pack_q4(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``pack_q4_reference``'s result, from the C++ kernel where it builds (bit-identical,
+    one pass over the weights instead of a dozen: most of a first load's packing time)."""
+    fn = pack_kernel()
+    if fn is None or w.shape[1] % 32:
+        return pack_q4_reference(w)
+    nib, d, mt = fn(w.float().contiguous())
+    return nib, d, mt
+
+
+def pack_q4_reference(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """GGUF Q4_1-shaped int4: per 32 inputs w ≈ d·q + m, q in 0..15, d and m fp16-valued.
 
     Returns the fused step's layout (kernels/llama_step/q4a8.h): nibbles
