@@ -110,6 +110,7 @@ def read(path: str | Path) -> tuple[dict[str, Any], list[TensorInfo]]:
         raw = whole[start + offset : start + offset + nbytes]
         if raw.size != nbytes:
             raise HeaderError(f"tensor {name} runs past the end of the file")
+        data: np.ndarray
         if qtype == GGMLQuantizationType.F32:
             data = raw.view(np.float32)
         elif qtype == GGMLQuantizationType.F16:
