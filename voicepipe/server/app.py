@@ -241,9 +241,10 @@ class Server:
             session.end(P.CLOSE_GOING_AWAY, P.CLOSE_REASONS[P.CLOSE_GOING_AWAY])
 
     def voice_busy(self) -> bool:
-        """A voice turn is in flight in some session: heard, its reply not finished (the
-        /v1 API then keeps to its budget: stages/llm/voice_first.py)."""
-        return any(s.turn_in_flight for s in self.sessions)
+        """A voice turn is being heard or answered in some session: from the user's first
+        speech to the reply's end (the /v1 API then keeps to its budget:
+        stages/llm/voice_first.py)."""
+        return any(s.voice_active for s in self.sessions)
 
     # ------------------------------------------------------------------ admission
 

@@ -25,6 +25,7 @@ import soxr
 
 from voicepipe import pipelines
 from voicepipe.clock import now_ns
+from voicepipe.core.turns.activity import VoiceActivity
 from voicepipe.core.wire import protocol as P
 from voicepipe.core.wire.admission import Ticket
 from voicepipe.core.wire.session_rules import ServerLimits, ServerRules
@@ -38,6 +39,8 @@ from voicepipe.frames import (
     MetricsFrame,
     PlaybackReport,
     SpanFrame,
+    SpeechEnd,
+    SpeechStart,
     TextDelta,
     TranscriptFinal,
     TranscriptPartial,
@@ -98,6 +101,7 @@ class Session:
         # (input media ns at the end of a received frame, server time it arrived), recent
         self._arrivals: deque[tuple[int, int]] = deque(maxlen=3000)
         self._speech_end_ns: dict[int, int] = {}  # turn → arrival of its last speech sample
+        self._activity = VoiceActivity()  # heard or answered: voice_active
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -398,6 +402,21 @@ class Session:
         except SlowClient:
             self.end(P.CLOSE_POLICY, "policy violation: client not reading")
         self._track_turns(frame)
+        self._track_hearing(frame)
+
+    def _track_hearing(self, frame: Frame) -> None:
+        if isinstance(frame, SpeechStart):
+            self._activity.speech_started()
+        elif isinstance(frame, SpeechEnd):
+            self._activity.speech_ended(now_ns())
+        elif isinstance(frame, (TranscriptFinal, Interrupt)):
+            self._activity.final_heard()
+
+    @property
+    def voice_active(self) -> bool:
+        """A voice turn is being heard or answered (core/turns/activity.py): the /v1 API's
+        work yields to it (stages/llm/voice_first.py)."""
+        return self._activity.active(now_ns(), bool(self._open_turns))
 
     def _track_turns(self, frame: Frame) -> None:
         """Which replies are in flight, so a shutdown can let them finish."""
