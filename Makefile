@@ -56,7 +56,7 @@ pack: kernels fetch
 models: fetch pack
 
 run: models $(BASE)
-	$(BIN)/voicepipe serve
+	$(BIN)/voicepipe serve $(SERVE_ARGS)
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -19,6 +19,9 @@ Prints one JSON object:
            gap between steps across it, A's median gap before it, B's ttft.
 
 --cold-only / --no-turns skip parts. The first load rewrites the model's cache file.
+
+--fresh-clone: instead, a fresh clone of this repository's HEAD to a serving `make run`
+with cold caches, timed per step (voicepipe/bench/startup_fresh.py).
 """
 
 from __future__ import annotations
@@ -195,6 +198,12 @@ def stall_rows(model: str, drafter: str) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.fresh_clone:
+        from voicepipe.bench.startup_fresh import fresh_clone_run
+
+        fresh = fresh_clone_run(args.timeout, args.keep, args.lines)
+        print(json.dumps(fresh, indent=None if args.json else 2))
+        return 0 if fresh["serving_s"] is not None else 1
     import torch
 
     torch.set_num_threads(args.threads)
@@ -234,6 +243,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-new", type=int, default=40, help="reply cap per turn (default 40)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument(
+        "--fresh-clone", action="store_true",
+        help="time a fresh clone's `make run` to serving, cold caches (needs the package index)",
+    )  # fmt: skip
+    p.add_argument("--timeout", type=float, default=1200.0,
+                   help="with --fresh-clone: give up after this many seconds")  # fmt: skip
+    p.add_argument("--keep", action="store_true", help="with --fresh-clone: keep the folder")
+    p.add_argument("--lines", action="store_true", help="with --fresh-clone: every output line")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.set_defaults(func=run)
 
