@@ -146,5 +146,6 @@ def llama_step() -> ModuleType | None:
             "llama_step/matrix.h",
             "llama_step/ops.h",
             "llama_step/team.h",
+            "llama_step/profile.h",
         ),
     )
