@@ -738,6 +738,7 @@ class Model {
           const float* q = qkv + t * nqkv + (g * G + h) * D;
           F16 acc[16];
           for (int r = 0; r < 16; ++r) acc[r] = simd::zero();
+#if VP_AVX512
           // d outer, keys inner: 16 independent FMA chains instead of one
           // 4-deep chain per key (latency-bound); each key's sum keeps its order.
           if (cnt == 16) {
@@ -751,6 +752,19 @@ class Model {
               for (int r = 0; r < cnt; ++r) acc[r] = simd::fmadd(qv, simd::load(kb + r * D + d), acc[r]);
             }
           }
+#else
+          // AVX2: those 16 accumulators would be 32 ymm registers of its 16, so
+          // most of them lived on the stack, a load and a store around each FMA.
+          // Keys outer, d inner instead: one accumulator live, its lanes summed
+          // over d in the same order as above (the same bits); the keys' short
+          // chains overlap out of order.
+          for (int r = 0; r < cnt; ++r) {
+            F16 a = simd::zero();
+            for (int64_t d = 0; d < D; d += 16)
+              a = simd::fmadd(simd::load(q + d), simd::load(kb + r * D + d), a);
+            acc[r] = a;
+          }
+#endif
           simd::store_tail(row(t, h) + j0, hsum16(acc), cnt);
         }
       }
