@@ -108,6 +108,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="tokens per generation for the pair (default 48)",
     )
     p.add_argument("--no-drafters", action="store_true", help="model rows only")
+    p.add_argument(
+        "--no-aten",
+        action="store_true",
+        help="skip the per-op (kernels off) row beside a fused one: on a loaded machine "
+        "the 1.5B's takes most of the run",
+    )
     p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
     p.add_argument(
         "--peer",
@@ -332,7 +338,8 @@ def run(args: argparse.Namespace) -> int:
         for w in formats:
             out["models"].append(model_row(model, w, n, args.repeats, threads=args.threads))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
-            if w in ("int8", "int4") and out["models"][-1]["kernel"] != "aten":  # kernels off
+            fused = out["models"][-1]["kernel"] != "aten"
+            if w in ("int8", "int4") and fused and not args.no_aten:  # kernels off
                 out["models"].append(
                     model_row(model, w, n, args.repeats, kernels=False, threads=args.threads)
                 )
