@@ -485,7 +485,7 @@ class Model {
     float* lp = logits.data_ptr<float>();
     Argmax am;
 
-    const int64_t t_start = prof_.on ? prof::now_ns() : 0;
+    const int64_t t_start = prof_.on ? prof::now_ns() : 0, laps0 = prof_.row[0].total();
     team::Pool::get().run(nt, [&](Ctx& c) {
       prof::Lap lap(prof_, c.tid);
       // The work since the last lap is phase p's, then the barrier's wait.
@@ -633,11 +633,13 @@ class Model {
         lap(prof::kHead);
       }
     });
-    if (prof_.on) {  // member 0's wall time beyond its laps (team start and end) is kOther
+    if (prof_.on) {  // member 0's wall time beyond its laps (waking the team, its end) is kOther
+      const int64_t wall = prof::now_ns() - t_start;
+      prof_.row[0].ns[prof::kOther] += wall - (prof_.row[0].total() - laps0);
       prof_.passes += 1;
       prof_.rows += T;
       prof_.members = std::max<int64_t>(prof_.members, std::min(nt, prof::kMembers));
-      prof_.wall_ns += prof::now_ns() - t_start;
+      prof_.wall_ns += wall;
     }
     return logits;
   }

@@ -6,12 +6,13 @@
 // products; from Python only its total is visible, and a copy of the loop in a
 // harness would not see the team, the cache or the real shapes. Off (the
 // default), a lap is one predictable branch; on, it is one steady_clock read
-// (~25 ns, vDSO), ~12 a layer: under 0.1 ms on a 1.5B pass.
+// (~25 ns, vDSO), ~24 a layer: under 0.1 ms on a 1.5B pass.
 //
 // Each member times its own work: the time since its previous lap is charged
 // to the phase it names, and a barrier's wait (the partner's imbalance, or its
-// being descheduled on a shared machine) to kBarrier. A member's phases thus
-// add up to its wall time in the pass.
+// being descheduled on a shared machine) to kBarrier. Member 0's phases add up
+// to the pass's wall time (what its laps miss, waking the team and its final
+// join, is kOther).
 #pragma once
 #include <array>
 #include <chrono>
@@ -32,7 +33,7 @@ enum Phase : int {
   kW2,         // the down projection
   kHead,       // the LM head (+ each row's argmax folded in)
   kBarrier,    // waiting at barriers
-  kOther,      // team start and end, the argmax merge
+  kOther,      // the argmax merge; for member 0 also waking the team and its final join
   kPhases
 };
 
@@ -49,6 +50,11 @@ inline int64_t now_ns() {
 
 struct alignas(64) Row {  // one member's sums, on lines of its own
   std::array<int64_t, kPhases> ns{};
+  int64_t total() const {
+    int64_t t = 0;
+    for (int64_t v : ns) t += v;
+    return t;
+  }
 };
 
 struct Table {

@@ -336,8 +336,9 @@ def test_the_pass_profile_adds_up_and_changes_no_bit(mod, path) -> None:
     phases = tbl["members"][0]
     for name in ("norm", "quant", "qkv", "rope", "attention", "o", "w13", "silu", "w2", "head"):
         assert phases[name] > 0, name
-    # Member 0's laps cover its wall time in the passes, and nothing beyond it.
-    assert 0.5 * tbl["wall_ms"] < sum(phases.values()) <= tbl["wall_ms"] * 1.0001
+    # Member 0's phases (kOther taking what its laps miss) add up to the wall time.
+    assert sum(phases.values()) == pytest.approx(tbl["wall_ms"], rel=1e-6)
+    assert phases["other"] >= 0
     a = m.args
     blocks = a.dim // 32
     assert tbl["weight_bytes"]["head"] == -(-a.vocab_size // 16) * blocks * 320
