@@ -29,6 +29,7 @@
 
 #include "matrix.h"
 #include "ops.h"
+#include "profile.h"
 #include "simd.h"
 
 namespace {
@@ -257,6 +258,45 @@ class Model {
     return run(x, T, kv, pos, last_only, out, &tree, bp, (int)threads);
   }
 
+  // Profiling (profile.h): on = true clears the table and starts summing every
+  // later pass into it; on = false stops.
+  void profile(bool on) {
+    prof_.reset();
+    prof_.on = on;
+  }
+
+  // The table so far: passes, rows (summed over passes), wall_ms (member 0's
+  // wall time in the passes), per member {phase: ms} (summed over passes), and
+  // the bytes of weights one pass reads per matrix (summed over layers).
+  pybind11::dict profile_table() const {
+    pybind11::dict d, bytes;
+    d["passes"] = prof_.passes;
+    d["rows"] = prof_.rows;
+    d["wall_ms"] = prof_.wall_ns * 1e-6;
+    pybind11::list members;
+    for (int64_t i = 0; i < prof_.members; ++i) {
+      pybind11::dict m;
+      for (int p = 0; p < prof::kPhases; ++p) m[prof::kNames[p]] = prof_.row[i].ns[p] * 1e-6;
+      members.append(m);
+    }
+    d["members"] = members;
+    int64_t qkv = 0, o = 0, w13 = 0, w2 = 0;
+    for (const Layer& ly : layers_) {
+      qkv += weight_bytes(ly.qkv);
+      o += weight_bytes(ly.o);
+      w13 += weight_bytes(ly.w13);
+      w2 += weight_bytes(ly.w2);
+    }
+    bytes["qkv"] = qkv;
+    bytes["o"] = o;
+    bytes["w13"] = w13;
+    bytes["w2"] = w2;
+    bytes["head"] = weight_bytes(head_);
+    d["weight_bytes"] = bytes;
+    d["q4"] = head_.q4;
+    return d;
+  }
+
   // The input projection of an EAGLE draft run on this (one-layer) model: x = fc([f ; e]) + b.
   void set_input_proj(std::vector<torch::Tensor> fc, torch::Tensor bias) {
     fc_ = make_qw(fc);
@@ -444,7 +484,15 @@ class Model {
     float* lp = logits.data_ptr<float>();
     Argmax am;
 
+    const int64_t t_start = prof_.on ? prof::now_ns() : 0, laps0 = prof_.row[0].total();
     team::Pool::get().run(nt, [&](Ctx& c) {
+      prof::Lap lap(prof_, c.tid);
+      // The work since the last lap is phase p's, then the barrier's wait.
+      auto bar = [&](prof::Phase p) {
+        lap(p);
+        c.barrier();
+        lap(prof::kBarrier);
+      };
       if (c.tid == 0 && best) am.fit(c.nt, rows);
       float* xa = x.data();  // the residual stream; xb receives xa + tmp
       float* xb = x2.data();
@@ -476,9 +524,13 @@ class Model {
           } else {
             for (int64_t j = j0; j < j0 + unit; ++j) hr[j] = xr[j] * r * w[j];
           }
-          quant_units(q, h.data(), m, i % nu, i % nu + 1, buf);
         }
-        c.barrier();
+        // Quantized after the norms rather than unit by unit inside them, so that
+        // a profile times the two apart (the same values either way; the rows
+        // are still in L1/L2).
+        lap(prof::kNorm);
+        for (int64_t i = i0; i < i1; ++i) quant_units(q, h.data(), i / nu, i % nu, i % nu + 1, buf);
+        bar(prof::kQuant);
         if (pending) std::swap(xa, xb);
         pending = false;
       };
@@ -486,7 +538,7 @@ class Model {
         const Layer& ly = layers_[li];
         add_norm(ly.attn_norm.data_ptr<float>(), ly.qkv);
         gemm_part(c, ly.qkv, buf, h.data(), qkv.data(), T);
-        c.barrier();
+        bar(prof::kQkv);
         // Bias, rotation, and the keys and values into the cache.
         c.split((int64_t)ropes.size(), i0, i1);
         for (int64_t i = i0; i < i1; ++i) {
@@ -496,7 +548,7 @@ class Model {
           rope_and_store(qkv.data() + (it.r0 + it.t) * nqkv, ly.bqkv, kc, kc + Hkv_ * s.Lmax * D_,
                          it.t, it.g, s.pos, s.Lmax, s.tree ? *s.tree : chain);
         }
-        c.barrier();
+        bar(prof::kRope);
         // Attention, each item's output quantized for wo at once.
         c.split((int64_t)atts.size(), i0, i1);
         const int64_t ou = unit_of(ly.o), G = H_ / Hkv_;
@@ -513,29 +565,32 @@ class Model {
           }
           attention(qkv.data() + it.r0 * nqkv, kc, kc + Hkv_ * s.Lmax * D_, att.data() + it.r0 * HD,
                     it.g, it.t0, it.t1, s.pos, s.Lmax, s.tree ? *s.tree : chain, sh);
+          lap(prof::kAttention);
           for (int64_t t = it.t0; t < it.t1; ++t)
             quant_units(ly.o, att.data(), it.r0 + t, it.g * G * D_ / ou, (it.g + 1) * G * D_ / ou,
                         buf);
+          lap(prof::kQuant);
         }
-        c.barrier();
+        bar(prof::kAttention);
         gemm_part(c, ly.o, buf, att.data(), tmp.data(), T);
-        c.barrier();
+        bar(prof::kO);
         pending = true;
         add_norm(ly.ffn_norm.data_ptr<float>(), ly.w13);
         gemm_part(c, ly.w13, buf, h.data(), gu.data(), T);
-        c.barrier();
+        bar(prof::kW13);
         {  // act = silu(gate) · up, quantized for w2
           const int64_t unit = unit_of(ly.w2), nu = ffn / unit;
           c.split(T * nu, i0, i1);
           for (int64_t i = i0; i < i1; ++i) {
             const int64_t m = i / nu, u = i % nu;
             silu_mul(gu.data() + m * 2 * ffn, act.data() + m * ffn, ffn, u * unit, (u + 1) * unit);
-            quant_units(ly.w2, act.data(), m, u, u + 1, buf);
           }
+          lap(prof::kSilu);
+          for (int64_t i = i0; i < i1; ++i) quant_units(ly.w2, act.data(), i / nu, i % nu, i % nu + 1, buf);
         }
-        c.barrier();
+        bar(prof::kQuant);
         gemm_part(c, ly.w2, buf, act.data(), tmp.data(), T);
-        c.barrier();
+        bar(prof::kW2);
         pending = true;
       }
       // The final norm of the rows the head or a normed buffer reads.
@@ -560,19 +615,31 @@ class Model {
             vals[j - j0] = v * r * nw[j];
           }
           if (orow.normed != nullptr) std::memcpy(orow.normed + j0, vals, unit * sizeof(float));
-          if (orow.head >= 0) {
-            std::memcpy(&head_in[orow.head * dim + j0], vals, unit * sizeof(float));
-            quant_units(head_, head_in.data(), orow.head, i % nu, i % nu + 1, buf);
-          }
+          if (orow.head >= 0) std::memcpy(&head_in[orow.head * dim + j0], vals, unit * sizeof(float));
         }
+        lap(prof::kNorm);
+        for (int64_t i = i0; i < i1; ++i)
+          if (outs[i / nu].head >= 0)
+            quant_units(head_, head_in.data(), outs[i / nu].head, i % nu, i % nu + 1, buf);
       }
-      c.barrier();
+      bar(prof::kQuant);
       gemm_part(c, head_, buf, head_in.data(), lp, rows, best ? &am : nullptr);
       if (best) {
-        c.barrier();
+        bar(prof::kHead);
         if (c.tid == 0) am.merge(c.nt, best);
+        lap(prof::kOther);
+      } else {
+        lap(prof::kHead);
       }
     });
+    if (prof_.on) {  // member 0's wall time beyond its laps (waking the team, its end) is kOther
+      const int64_t wall = prof::now_ns() - t_start;
+      prof_.row[0].ns[prof::kOther] += wall - (prof_.row[0].total() - laps0);
+      prof_.passes += 1;
+      prof_.rows += T;
+      prof_.members = std::max<int64_t>(prof_.members, std::min(nt, prof::kMembers));
+      prof_.wall_ns += wall;
+    }
     return logits;
   }
 
@@ -672,6 +739,7 @@ class Model {
           const float* q = qkv + t * nqkv + (g * G + h) * D;
           F16 acc[16];
           for (int r = 0; r < 16; ++r) acc[r] = simd::zero();
+#if VP_AVX512
           // d outer, keys inner: 16 independent FMA chains instead of one
           // 4-deep chain per key (latency-bound); each key's sum keeps its order.
           if (cnt == 16) {
@@ -685,6 +753,19 @@ class Model {
               for (int r = 0; r < cnt; ++r) acc[r] = simd::fmadd(qv, simd::load(kb + r * D + d), acc[r]);
             }
           }
+#else
+          // AVX2: those 16 accumulators would be 32 ymm registers of its 16, so
+          // most of them lived on the stack, a load and a store around each FMA.
+          // Keys outer, d inner instead: one accumulator live, its lanes summed
+          // over d in the same order as above (the same bits); the keys' short
+          // chains overlap out of order.
+          for (int r = 0; r < cnt; ++r) {
+            F16 a = simd::zero();
+            for (int64_t d = 0; d < D; d += 16)
+              a = simd::fmadd(simd::load(q + d), simd::load(kb + r * D + d), a);
+            acc[r] = a;
+          }
+#endif
           simd::store_tail(row(t, h) + j0, hsum16(acc), cnt);
         }
       }
@@ -738,6 +819,10 @@ class Model {
   std::vector<Layer> layers_;
   QW head_;
   QW fc_;  // an EAGLE draft's input projection (set_input_proj), else empty
+ public:
+  prof::Table prof_;  // where passes' time goes, while prof_.on (profile.h)
+
+ private:
   torch::Tensor fc_bias_;
 };
 
@@ -793,6 +878,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            pybind11::arg("threads") = 0, pybind11::arg("shared_ref") = std::vector<int64_t>{},
            pybind11::arg("shared_len") = std::vector<int64_t>{},
            pybind11::call_guard<pybind11::gil_scoped_release>())
+      .def("profile", &Model::profile,
+           "profile(True): clear the pass-time table and sum later passes into it; "
+           "profile(False): stop")
+      .def("profile_table", &Model::profile_table,
+           "the pass-time table: passes, rows, wall_ms, per member {phase: ms}, weight_bytes")
       .def("set_input_proj", &Model::set_input_proj, "an EAGLE draft's fc: [matrix], bias")
       .def("eagle_step", &Model::eagle_step,
            "one EAGLE draft step: (output feature, the 3 likeliest rows, their probabilities)",

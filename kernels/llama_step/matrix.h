@@ -61,6 +61,12 @@ QW make_qw(const std::vector<torch::Tensor>& parts) {
   return q;
 }
 
+// Bytes of weights (and scales) a pass reads from q: 0.625 per weight for q4
+// (nibbles, fp16 scale and min per 32), 1 per weight and 4 per row for int8.
+inline int64_t weight_bytes(const QW& q) {
+  return q.q4 ? q.w4.G * q.w4.nb * (256 + 64) : q.n * q.k + 4 * q.n;
+}
+
 using team::Ctx;
 
 // Storage of quantized activation rows (q4a8::Act / q8a8::Act view it), sized

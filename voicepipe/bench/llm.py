@@ -108,6 +108,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="tokens per generation for the pair (default 48)",
     )
     p.add_argument("--no-drafters", action="store_true", help="model rows only")
+    p.add_argument(
+        "--no-aten",
+        action="store_true",
+        help="skip the per-op (kernels off) row beside a fused one: on a loaded machine "
+        "the 1.5B's takes most of the run",
+    )
     p.add_argument("--k", type=int, default=0, help="draft length (default: the config's)")
     p.add_argument(
         "--peer",
@@ -121,6 +127,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="ROUNDS",
         help="with --peer: also alternate 8 tokens of the first model row's model and 8 of "
         "llama.cpp for ROUNDS rounds (one load window for both: a ratio on a shared machine)",
+    )
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only where a fused verifying pass's time goes (per matrix, attention, "
+        "quantisation, barriers), at 1 and --threads threads and --profile-rows rows",
+    )
+    p.add_argument(
+        "--profile-rows",
+        default="1,8",
+        help="with --profile: comma-separated rows per pass (default 1,8)",
+    )
+    p.add_argument(
+        "--profile-passes", type=int, default=12, help="with --profile: passes per shape"
     )
     p.set_defaults(func=run)
 
@@ -312,11 +332,14 @@ def run(args: argparse.Namespace) -> int:
         "models": [],
         "drafters": [],
     }
+    if args.profile:
+        return _profile(args, model, formats[0], out)
     try:
         for w in formats:
             out["models"].append(model_row(model, w, n, args.repeats, threads=args.threads))
             print(json.dumps(out["models"][-1]), file=sys.stderr, flush=True)
-            if w in ("int8", "int4") and out["models"][-1]["kernel"] != "aten":  # kernels off
+            fused = out["models"][-1]["kernel"] != "aten"
+            if w in ("int8", "int4") and fused and not args.no_aten:  # kernels off
                 out["models"].append(
                     model_row(model, w, n, args.repeats, kernels=False, threads=args.threads)
                 )
@@ -356,6 +379,36 @@ def run(args: argparse.Namespace) -> int:
         print(f"voicepipe bench llm: {e}", file=sys.stderr)
         return 2
     out["machine"]["loadavg_end"] = os.getloadavg()[0]
+    print(json.dumps(out, indent=None if args.json else 2))
+    return 0
+
+
+def _profile(args: argparse.Namespace, name: str, weights: str, out: dict) -> int:
+    """--profile: llm_profile.pass_profile on the model rows' prompt, JSON under "profile"."""
+    from voicepipe.bench.llm_profile import markdown, pass_profile
+    from voicepipe.nn.llm import llama
+    from voicepipe.nn.llm.engine import gguf_path
+    from voicepipe.nn.llm.tokenizer import ChatTokenizer
+
+    try:
+        rows = tuple(int(r) for r in args.profile_rows.split(","))
+    except ValueError:
+        print(
+            f"voicepipe bench llm: --profile-rows: not a list of integers: {args.profile_rows!r}",
+            file=sys.stderr,
+        )
+        return 2
+    if not rows or min(rows) < 1:
+        print("voicepipe bench llm: --profile-rows: rows must be ≥ 1", file=sys.stderr)
+        return 2
+    threads = tuple(sorted({1, args.threads}))
+    m, _ = llama.load(gguf_path(name), weights, max_len=1024, threads=args.threads)
+    ids = ChatTokenizer(m.metadata).chat_ids([{"role": "user", "content": TTFT_PROMPT}])
+    out["model"] = name
+    out["weights"] = weights
+    out["profile"] = pass_profile(m, ids, rows, threads, args.profile_passes)
+    out["machine"]["loadavg_end"] = os.getloadavg()[0]
+    print(markdown(out["profile"]), file=sys.stderr)
     print(json.dumps(out, indent=None if args.json else 2))
     return 0
 

@@ -164,6 +164,7 @@ def llama_step() -> ModuleType | None:
             "llama_step/matrix.h",
             "llama_step/ops.h",
             "llama_step/team.h",
+            "llama_step/profile.h",
             "torch_binding.h",
         ),
     )

@@ -299,3 +299,51 @@ def test_the_heads_argmax_comes_with_the_logits(mod, path) -> None:
     assert int(got[0]) == 3
     y = mod.gemm(x, fused.matrix(Linear(w, None, "int8")), got)
     assert torch.equal(got, y.argmax(-1))
+
+
+def test_every_row_count_matches_the_reference_row_for_row(mod, ref) -> None:
+    # Every pass shape the q4 and q8 kernels have (1-8 rows a pass, 9-16 as two
+    # halves): each row equal to a one-row call bit for bit, and within the
+    # reference's tolerance.
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(48, 448, generator=g) * 0.05
+    q4 = list(qlinear.pack_q4(w))
+    wq = qlinear.unpack_q4(*q4)
+    w8 = torch.randint(-127, 128, (40, 576), dtype=torch.int8, generator=g)
+    s8 = torch.rand(40, generator=g) * 0.01
+    x4, x8 = torch.randn(16, 448, generator=g), torch.randn(16, 576, generator=g)
+    one4 = torch.cat([mod.gemm(x4[i : i + 1].contiguous(), q4) for i in range(16)])
+    one8 = torch.cat([mod.gemm(x8[i : i + 1].contiguous(), [w8, s8]) for i in range(16)])
+    assert torch.allclose(one4, ref.q4a8_gemm(x4, wq), rtol=1e-5, atol=1e-5)
+    assert torch.allclose(one8, ref.q8a8_gemm(x8, w8, s8), rtol=1e-5, atol=1e-5)
+    for m in range(1, 17):
+        assert torch.equal(mod.gemm(x4[:m].contiguous(), q4), one4[:m]), m
+        assert torch.equal(mod.gemm(x8[:m].contiguous(), [w8, s8]), one8[:m]), m
+
+
+def test_the_pass_profile_adds_up_and_changes_no_bit(mod, path) -> None:
+    m = llama.load(path, "int4", max_len=64)[0]
+    toks = torch.tensor([5, 6, 7, 8, 9])
+    plain = m.fused.forward(toks, m.new_cache().kv, 0, False)
+    m.fused.profile(True)
+    for _ in range(2):
+        got = m.fused.forward(toks, m.new_cache().kv, 0, False, threads=2)
+        assert torch.equal(got, plain)
+    tbl = m.fused.profile_table()
+    m.fused.profile(False)
+    assert tbl["passes"] == 2 and tbl["rows"] == 10 and tbl["q4"]
+    assert 1 <= len(tbl["members"]) <= 2
+    phases = tbl["members"][0]
+    for name in ("norm", "quant", "qkv", "rope", "attention", "o", "w13", "silu", "w2", "head"):
+        assert phases[name] > 0, name
+    # Member 0's phases (kOther taking what its laps miss) add up to the wall time.
+    assert sum(phases.values()) == pytest.approx(tbl["wall_ms"], rel=1e-6)
+    assert phases["other"] >= 0
+    a = m.args
+    blocks = a.dim // 32
+    assert tbl["weight_bytes"]["head"] == -(-a.vocab_size // 16) * blocks * 320
+    qkv_rows = (a.n_head + 2 * a.n_kv_head) * a.head_dim
+    assert tbl["weight_bytes"]["qkv"] == a.n_layer * -(-qkv_rows // 16) * blocks * 320
+    # Off again: later passes add nothing.
+    m.fused.forward(toks, m.new_cache().kv, 0, False)
+    assert m.fused.profile_table()["passes"] == 0
