@@ -166,6 +166,19 @@ class ModelTarget:
         self.fed += tokens
         return Scores(logits.numpy(), best.numpy())
 
+    def extend(self, tokens: list[int]) -> np.ndarray:
+        """Feed tokens after the cache; logits (V,) of the last one only (a tool call's
+        forced text, speculative/jump.py: no head rows, no argmax for the others). The
+        fused kernel computes each row as a one-token decode would, so the last row's
+        choice is the one plain decoding makes."""
+        with _kernel_threads(self.decode_threads) as n:
+            logits = llama.forward(
+                self.model, self.cache, torch.as_tensor(tokens, dtype=torch.long),
+                self.cache.length, last_only=True, rowwise=True, feats=self.feats, threads=n,
+            )[0]  # fmt: skip
+        self.fed += tokens
+        return logits.numpy()  # type: ignore[no-any-return]
+
     def rollback(self, length: int) -> None:
         self.cache.rollback(length)
         del self.fed[length:]
