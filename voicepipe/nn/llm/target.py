@@ -123,6 +123,11 @@ class ModelTarget:
         self.prefilled += end - start
         return logits
 
+    def reusable(self, tokens: list[int]) -> int:
+        """How many leading tokens of ``tokens`` need no model pass: those the cache holds,
+        or a longer prefix the process-wide prefix cache holds (copied in here now)."""
+        return self._reuse(tokens)
+
     def prefill(self, tokens: list[int]) -> np.ndarray:
         n = self._reuse(tokens)
         if n == len(tokens):

@@ -35,7 +35,6 @@ from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.text.chunker import Chunker
 from voicepipe.core.tools import FORCED_CALL, BadCall, CallSplitter, Speech, ToolCall
-from voicepipe.core.turns.semantic import common_prefix
 from voicepipe.nn.threads import BUDGET
 from voicepipe.schedulers.llm_batch import Batcher, Steps, batcher_for
 from voicepipe.schedulers.llm_batch import prefill as batched_prefill
@@ -113,12 +112,18 @@ class LocalEngine:
         chunk = self.cfg.llm.prefill_chunk
         if chunk <= 0 or not hasattr(self.engine, "feed"):
             return 0
-        fed = getattr(getattr(self.engine, "target", None), "fed", None)
-        if fed is not None and len(ids) - common_prefix(fed, ids) <= chunk:
-            # What is left fits one pass (after the streaming prefill: the pause's last
-            # words and the assistant header): the decoder's own prefill runs it all. Fed
-            # here it would leave the decoder its last token, a second pass on llm.ttft.
-            return 0
+        target = getattr(self.engine, "target", None)
+        if target is not None and hasattr(target, "reusable"):
+
+            def lack() -> int:  # (the prefix cache's rows, if any, are copied in here)
+                with self.lock:
+                    return len(ids) - int(target.reusable(ids))
+
+            if await asyncio.to_thread(lack) <= chunk:
+                # What is left fits one pass (after the streaming prefill: the pause's last
+                # words and the assistant header): the decoder's own prefill runs it all.
+                # Fed here it would leave the decoder its last token: a second pass.
+                return 0
         batcher = self._batcher()
         if batcher is not None:
             return await batched_prefill(batcher, self.engine, ids, chunk)
