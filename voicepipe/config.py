@@ -153,6 +153,11 @@ class LlmConfig:
     # ngram+<draft> with tools on: draft a tool call's JSON from the tools' schemas
     # (speculative/skeleton.py) before prompt lookup.
     tool_skeleton: bool = True
+    # Jump-forward decoding of tool calls (voicepipe/core/jump.py): a call's fixed text
+    # (keys, the rest of a tool's name, closing braces and tag, the end of the turn) fed
+    # in one pass instead of decoded. "certain": unverified, only the pass's last row
+    # read; "verify": proposed as a draft the target verifies; "off".
+    tool_jump: str = "certain"
     spec_k: int = 4
     adaptive_k: bool = True
     temperature: float = 0.0
@@ -190,6 +195,12 @@ class LlmConfig:
         "control a device, order or book) or for the current time, weather or news, say "
         "briefly that you can't."
     )
+
+    def __post_init__(self) -> None:
+        if self.tool_jump not in ("certain", "verify", "off"):
+            raise ConfigError(
+                f"llm.tool_jump: expected certain, verify or off, got {self.tool_jump!r}"
+            )
 
 
 # The time-and-date sentence is needed: without it Qwen2.5-Coder-1.5B makes up a time

@@ -42,3 +42,21 @@ def test_kinds_split_the_sessions_and_their_spans() -> None:
     # The whole summary carries them, beside the overall figures.
     out = e2e.summarize([{"concurrency": 1, "sessions": sessions}], 1.0, 1.0, 1.0)
     assert out["kinds"] == got
+
+
+def test_tool_turns_carry_how_their_calls_were_decoded() -> None:
+    from voicepipe.tracing import SpanRecord
+
+    attrs = {"call_tokens": 23, "forced_tokens": 11, "decoded_tokens": 12, "passes": 7,
+             "passes_per_call": 7.0, "tool": "calculate"}  # fmt: skip
+    call = e2e._tool_call([SpanRecord("llm.tool", 0, 1, 1, "s", attrs)])
+    assert call == {k: v for k, v in attrs.items() if k != "tool"}
+    assert e2e._tool_call([]) is None
+    timer = {**_session("Set a timer for ten minutes.", 1500.0), "tool_call": call}
+    clock = {**_session("What time is it?", 900.0), "tool_call": {**call, "passes": 3}}
+    got = kinds([timer, clock, _session("Why is the sky blue?", 800.0)])
+    assert got["tool"]["tool_calls"] == {
+        "calls": 2, "forced_tokens": 22, "decoded_tokens": 24, "passes": 10,
+        "passes_per_call": 5.0,
+    }  # fmt: skip
+    assert "tool_calls" not in got["plain"]

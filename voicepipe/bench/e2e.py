@@ -221,6 +221,7 @@ async def _batch(
             out["api_load"], out["api_requests"] = api_load, dict(api_counts)
         out["preempt"] = _preempt_outcome(r.spans)
         out["prefill_ahead"] = _prefill_ahead(r.spans)
+        out["tool_call"] = _tool_call(r.spans)
         out["llm"] = llm_usage(r.spans)
         results.append(out)
         log(
@@ -244,6 +245,17 @@ def _prefill_ahead(spans: list[Any]) -> dict[str, float] | None:
         return None
     a = got[0].attrs
     keys = ("prefilled", "rolled_back", "kept", "passes", "p_end")
+    return {k: a[k] for k in keys if isinstance(a.get(k), (int, float))}
+
+
+def _tool_call(spans: list[Any]) -> dict[str, float] | None:
+    """The (first) tool round's call as decoded: its tokens, those forced from the tools'
+    schemas, the target passes it took (``llm.tool``'s attributes)."""
+    got = [s for s in spans if s.name == "llm.tool"]
+    if not got:
+        return None
+    a = got[0].attrs
+    keys = ("call_tokens", "forced_tokens", "decoded_tokens", "passes", "passes_per_call")
     return {k: a[k] for k in keys if isinstance(a.get(k), (int, float))}
 
 
@@ -338,6 +350,7 @@ def summarize(
                     "latency_ms",
                     "preempt",
                     "prefill_ahead",
+                    "tool_call",
                 )
             }  # fmt: skip
             for s in first

@@ -57,5 +57,13 @@ def kinds(sessions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             vals = [s["latency_ms"][name] for s in mine if name in s["latency_ms"]]
             if vals:
                 row[name] = pcts(vals)
+        calls = [s["tool_call"] for s in mine if s.get("tool_call")]
+        if calls:  # the calls as decoded: forced tokens (jump-forward) against decoded
+            tot = {
+                k: sum(c.get(k, 0) for c in calls)
+                for k in ("forced_tokens", "decoded_tokens", "passes")
+            }
+            per_call = round(tot["passes"] / len(calls), 2)
+            row["tool_calls"] = {"calls": len(calls), **tot, "passes_per_call": per_call}
         out[kind] = row
     return out

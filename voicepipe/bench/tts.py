@@ -381,6 +381,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "hibari's own durations (default: [tts] durations)",
     )
     p.add_argument(
+        "--first-break-words",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--set replies: cut each reply into chunks as the LLM stage does with [llm] "
+        "first_break_words = N (0: the first chunk only at punctuation) instead of the "
+        "stored chunks; only the shipped rule's row, with the first seam's gap and energy",
+    )
+    p.add_argument(
         "--make-replies",
         default="",
         metavar="MODEL",

@@ -170,6 +170,76 @@ def _resynth(codec: Any, said: list[_Said]) -> list[_Said]:
     return out
 
 
+def rechunk(text: str, first_min_words: int, first_break_words: int) -> list[str]:
+    """``text`` cut into the chunks the LLM stage hands the TTS, fed word by word as the
+    model streams it (core/text/chunker.py)."""
+    from voicepipe.core.text.chunker import Chunker
+
+    ch = Chunker(first_min_words=first_min_words, first_break_words=first_break_words)
+    out: list[str] = []
+    for i, w in enumerate(text.split(" ")):
+        out += ch.push(w if i == 0 else " " + w)
+    last = ch.flush()
+    return out + ([last] if last else [])
+
+
+SEAM_WINDOW_S = 0.02  # RMS frames for the seam's energy
+SEAM_QUIET_DB = -40.0  # below the reply's peak: silence at a chunk's edge
+
+
+def seams(said: list[_Said]) -> dict[str, Any]:
+    """At each reply's first seam (the end of its first chunk's audio, the start of the
+    second's): the quiet samples either side (``gap``: trailing + leading, below
+    SEAM_QUIET_DB re the reply's peak; concatenated chunks never overlap), and the
+    energy dip, the quietest 20 ms frame within 100 ms of the seam against the median
+    voiced frame of the reply (dB). Medians and p95 over the replies with two chunks."""
+    gaps: list[float] = []
+    dips: list[float] = []
+    each: list[dict[str, Any]] = []
+    for i, s in enumerate(said):
+        if len(s.audio) < 2:
+            continue
+        wave = s.wave
+        peak = float(np.abs(wave).max()) or 1.0
+        quiet = peak * 10 ** (SEAM_QUIET_DB / 20)
+        a, b = np.abs(s.audio[0]), np.abs(s.audio[1])
+        loud_a, loud_b = np.flatnonzero(a >= quiet), np.flatnonzero(b >= quiet)
+        tail = len(a) - 1 - int(loud_a[-1]) if len(loud_a) else len(a)
+        head = int(loud_b[0]) if len(loud_b) else len(b)
+        gaps.append(float(tail + head))
+        n = max(1, round(SEAM_WINDOW_S * RATE))
+        frames = len(wave) // n
+        rms = np.sqrt((wave[: frames * n].reshape(frames, n).astype(np.float64) ** 2).mean(1))
+        voiced = rms[rms >= quiet]
+        at = len(s.audio[0]) // n
+        near = rms[max(0, at - 5) : at + 5]
+        dip = None
+        if len(voiced) and len(near):
+            dip = 20 * float(np.log10(max(near.min(), 1e-9) / np.median(voiced)))
+            dips.append(dip)
+        each.append({"reply": i, "gap_samples": gaps[-1], "dip_db": dip})
+
+    def stat(xs: list[float]) -> dict[str, float]:
+        if not xs:
+            return {}
+        return {"p50": round(float(np.percentile(xs, 50)), 1),
+                "p95": round(float(np.percentile(xs, 95)), 1)}  # fmt: skip
+
+    return {
+        "replies": len(gaps),
+        "gap_samples": stat(gaps),
+        "gap_ms": stat([g / RATE * 1e3 for g in gaps]),
+        "overlap_samples": 0,  # chunks are played one after the other
+        "dip_db": stat(dips),
+        "rate": RATE,
+        "each": each,
+    }
+
+
+def _median(xs: list[int]) -> float:
+    return float(np.median(xs)) if xs else 0.0
+
+
 def run_replies(args: argparse.Namespace) -> dict:
     import json
 
@@ -183,7 +253,13 @@ def run_replies(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     data = load_replies(args.replies_model)
     replies = data["replies"][: args.sentences or None]
-    chunks = [[c for c in r["chunks"] if normalize(c).strip()] for r in replies]
+    fbw = getattr(args, "first_break_words", None)
+    if fbw is not None:  # as the LLM stage cuts them with that setting
+        llm = args.config.llm
+        cut = [rechunk(r["reply"], llm.first_min_words, fbw) for r in replies]
+        chunks = [[c for c in rc if normalize(c).strip()] for rc in cut]
+    else:
+        chunks = [[c for c in r["chunks"] if normalize(c).strip()] for r in replies]
     texts = [[normalize(c) for c in rc] for rc in chunks]  # what the codec LM is given
     asr, worst = args.asr_model, 5
     rows: list[dict] = []
@@ -220,6 +296,21 @@ def run_replies(args: argparse.Namespace) -> dict:
         return out
 
     c = args.config.tts
+    if fbw is not None:  # the phrase-break check: the shipped rule only, and the seams
+        said = streamed(_opts(rule=c.rule, beta=c.beta, top_k=c.top_k, spec_k=c.spec_k,
+                              adaptive_k=c.adaptive_k, temperature=c.temperature,
+                              seed=args.seed))  # fmt: skip
+        emit(_score("codec-lm", f"{c.rule}-streamed", c.beta, said, replies, asr, None, worst)
+             | {"default": True, "first_break_words": fbw, "seams": seams(said)})  # fmt: skip
+        return {
+            "set": "replies", "replies_model": data["model"], "asr_model": asr,
+            "replies": len(replies), "chunks": sum(len(t) for t in texts),
+            "first_chunk_words": _median([len(t[0].split()) for t in texts if t]),
+            "first_chunks": [t[0] if t else "" for t in texts],
+            "ref_words": sum(len(normalize(r["reply"]).split()) for r in replies),
+            "rows": rows, "first_break_words": fbw, "durations": tts.durations,
+            "load_avg": load_avg(),
+        }  # fmt: skip
     default = _opts(rule=c.rule, beta=c.beta, top_k=c.top_k, spec_k=c.spec_k,
                     adaptive_k=c.adaptive_k, temperature=c.temperature, seed=args.seed)  # fmt: skip
     s_default = streamed(default)

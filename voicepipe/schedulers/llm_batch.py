@@ -30,7 +30,7 @@ from typing import Any
 
 from voicepipe.core.batching import BatchPolicy
 from voicepipe.schedulers.jobs import DONE, Job
-from voicepipe.speculative.loop import PrefillCall, ScoreCall, SpeculativeDecoder
+from voicepipe.speculative.loop import ForceCall, PrefillCall, ScoreCall, SpeculativeDecoder
 
 
 class _Feed(Job):
@@ -63,7 +63,7 @@ class _Decode(Job):
         self.dec = dec
         self.gen = dec.steps(prompt, max_new, stop)
         # Its next model call (its prompt's last rows, then verify calls), for the next pass.
-        self.call: ScoreCall | PrefillCall | None = None
+        self.call: ScoreCall | PrefillCall | ForceCall | None = None
 
 
 class Batcher:
@@ -183,6 +183,9 @@ class Batcher:
             if isinstance(c, PrefillCall):
                 passes.append(Pass.prefill(t, c.tokens))  # type: ignore[arg-type]
                 owners.append(j)
+            elif isinstance(c, ForceCall):  # (its rows scored like drafts: the last one read)
+                passes.append(Pass(t, c.tokens, None))  # type: ignore[arg-type]
+                owners.append(j)
             elif c is not None:
                 passes.append(Pass(t, c.tokens, c.parents))  # type: ignore[arg-type]
                 owners.append(j)
@@ -222,7 +225,7 @@ class Batcher:
                 drafted, accepted = m.drafted, m.accepted
                 t0 = time.perf_counter()
                 item = job.gen.send(reply)
-                if isinstance(item, (ScoreCall, PrefillCall)):
+                if isinstance(item, (ScoreCall, PrefillCall, ForceCall)):
                     job.call = item
                     if isinstance(item, ScoreCall) and reply is None and len(item.tokens) > 1:
                         drafts = len(item.tokens) - 1  # it resumed into its proposal

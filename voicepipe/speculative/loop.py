@@ -49,6 +49,13 @@ class PrefillCall:
     tokens: list[int]
 
 
+class ForceCall(NamedTuple):
+    """``steps`` needs the tokens fed after the cache and only the last one's logits (a
+    tool call's forced text: ``Target.extend``, or the last row of ``Target.score``)."""
+
+    tokens: list[int]
+
+
 class ProposeCall(NamedTuple):
     """``steps`` needs ``Proposer.propose(context, k)`` (only with ``defer_proposals``)."""
 
@@ -56,7 +63,7 @@ class ProposeCall(NamedTuple):
     k: int
 
 
-Call = ScoreCall | PrefillCall | ProposeCall
+Call = ScoreCall | PrefillCall | ProposeCall | ForceCall
 Step = Generator[Call | list[int], Scores | np.ndarray | Proposal | None, None]
 
 
@@ -100,6 +107,11 @@ class SpeculativeDecoder:
         # then drafts for several sessions in the same draft-model passes (the codec LM's).
         self.defer_proposals = False
         self._tree = bool(getattr(target, "tree", False))  # optional in the protocol
+        # Tool calls' fixed text (speculative/jump.py), asked before the proposer each
+        # step: a ``certain`` proposal is fed unverified in one pass (ForceCall), anything
+        # else it proposes is verified like a draft.
+        self.forcer: Proposer | None = None
+        self._stops: set[int] | frozenset[int] = frozenset()
 
     def _controller(self) -> KController:
         if self.controller is not None:
@@ -129,6 +141,9 @@ class SpeculativeDecoder:
                 reply = t.score(item.tokens) if item.parents is None else t.score(*item)
             elif isinstance(item, PrefillCall):
                 reply = self.target.prefill(item.tokens)
+            elif isinstance(item, ForceCall):
+                ext = getattr(self.target, "extend", None)
+                reply = ext(item.tokens) if ext is not None else self.target.score(item.tokens)
             elif isinstance(item, ProposeCall):
                 assert self.proposer is not None
                 reply = self.proposer.propose(item.context, item.k)
@@ -148,6 +163,7 @@ class SpeculativeDecoder:
         sessions' calls in one model pass this way (voicepipe/nn/llm/batched.py). ``k_cap``,
         read before each step's proposal, caps that step's drafts (None: no cap)."""
         self.metrics = m = SpecMetrics()
+        self._stops = stop_ids
         ctl = self._controller()
         if self.proposer is None or self.k_init <= 0:
             ctl.off_steps = 1 << 62
@@ -172,24 +188,59 @@ class SpeculativeDecoder:
             if self.k_cap is not None:
                 k = min(k, self.k_cap)
             prop = Proposal(tokens=[])
-            if k > 0 and self.proposer is not None:
+            forced: list[int] = []  # fixed tokens fed unverified before the drafts
+            if self.forcer is not None:
+                fp = self.forcer.propose(seq, max_new_tokens - produced - 1)
+                if fp.certain:
+                    forced = self._cut_forced(fp.tokens)
+                else:
+                    prop = fp
+            if forced and forced[-1] in stop_ids:  # the turn ends: nothing to compute
+                m.forced += len(forced)
+                m.forced_steps += 1
+                seq += forced
+                produced += len(forced)
+                m.tokens = produced
+                yield forced
+                break
+            forcer_drafted = bool(prop.tokens)
+            k = min(k, max_new_tokens - produced - len(forced) - 1)
+            if not prop.tokens and k > 0 and self.proposer is not None:
+                # (after a forced run the proposer drafts on from its end, in the same pass)
                 if self.defer_proposals:
-                    got_p = yield ProposeCall(list(seq), k)
+                    got_p = yield ProposeCall([*seq, *forced], k)
                     assert isinstance(got_p, Proposal)
                     prop = got_p
                 else:
-                    prop = self.proposer.propose(seq, k)
+                    prop = self.proposer.propose([*seq, *forced], k)
+            if forced and not prop.tokens:
+                out = yield from self._forced(forced, last)
+                m.time_propose_ns += clock() - t0  # (with the pass: a forced step's time)
+                seq += out
+                produced += len(out)
+                m.tokens = produced
+                last = out[-1]
+                yield out
+                if last in stop_ids:
+                    break
+                continue
             t1 = clock()
             drafts = list(prop.tokens)
             base = self.target.length  # the cache holds seq[:-1]
-            sibs = prop.siblings if drafts and greedy and self._tree else ()
+            nf = len(forced)
+            sibs = prop.siblings if drafts and greedy and self._tree and not nf else ()
             if sibs:  # a tree: the chain, then each sibling after the row before its alternative
                 parents = [-1, *range(len(drafts)), *(d for d, _ in sibs)]
                 got = yield ScoreCall([last, *drafts, *(x for _, x in sibs)], parents)
             else:
-                got = yield ScoreCall([last, *drafts])
+                got = yield ScoreCall([last, *forced, *drafts])
             assert isinstance(got, Scores)
             scores = got
+            if nf:  # the drafts are verified from the forced run's last row on
+                best = None if got.best is None else got.best[nf:]
+                scores = Scores(got.logits[nf:], best)
+                m.forced += nf
+                m.forced_steps += 1
             t2 = clock()
             if sibs:
                 tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits, scores.best)
@@ -202,8 +253,8 @@ class SpeculativeDecoder:
             else:
                 res = self.rule.verify(drafts, prop.probs, scores, self.rng)
                 n_acc = res.n_accepted
-                out = [*drafts[:n_acc], res.next_token]  # res.emitted(drafts), without numpy
-            self.target.rollback(base + 1 + n_acc)
+                out = [*forced, *drafts[:n_acc], res.next_token]  # (res.emitted, no numpy)
+            self.target.rollback(base + 1 + nf + n_acc)
             t3 = clock()
             for i, tok in enumerate(out):  # cut at a stop token
                 if tok in stop_ids:
@@ -216,7 +267,8 @@ class SpeculativeDecoder:
             m.time_propose_ns += t1 - t0
             m.time_score_ns += t2 - t1
             m.time_verify_ns += t3 - t2
-            ctl.update(len(drafts), n_acc)
+            if not forcer_drafted:  # (the forcer's drafts say nothing of the proposer's)
+                ctl.update(len(drafts), n_acc)
             seq += out
             produced += len(out)
             m.tokens = produced
@@ -224,3 +276,27 @@ class SpeculativeDecoder:
             yield out
             if last in stop_ids:
                 break
+
+    def _cut_forced(self, tokens: list[int]) -> list[int]:
+        """A certain proposal up to its first stop token (nothing follows the turn's end)."""
+        for i, t in enumerate(tokens):
+            if t in self._stops:
+                return list(tokens[: i + 1])
+        return list(tokens)
+
+    def _forced(
+        self, forced: list[int], last: int
+    ) -> Generator[Call, Scores | np.ndarray | Proposal | None, list[int]]:
+        """One step of fixed tokens without drafts: fed with ``last`` in one pass, whose
+        last row alone (``Target.extend``) picks the next token."""
+        m = self.metrics
+        m.forced += len(forced)
+        m.forced_steps += 1
+        got = yield ForceCall([last, *forced])
+        row = got.logits[-1] if isinstance(got, Scores) else np.asarray(got)
+        assert isinstance(row, np.ndarray)
+        nxt = self.rule.verify([], None, Scores(row[None]), self.rng).next_token
+        m.steps += 1
+        m.target_passes += 1
+        m.record(0, 0)
+        return [*forced, nxt]

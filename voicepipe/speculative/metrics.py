@@ -30,6 +30,10 @@ class SpecMetrics:
     tokens: int = 0
     siblings: int = 0
     sibling_hits: int = 0
+    # Tool calls' fixed tokens fed unverified (speculative/jump.py), and the steps that
+    # fed them (each one pass, or none when they ended the turn).
+    forced: int = 0
+    forced_steps: int = 0
     by_pos_drafted: list[int] = field(default_factory=list)
     by_pos_accepted: list[int] = field(default_factory=list)
     accept_hist: list[int] = field(default_factory=list)
@@ -80,6 +84,8 @@ class SpecMetrics:
             "tokens",
             "siblings",
             "sibling_hits",
+            "forced",
+            "forced_steps",
         )
         for name in counts:
             setattr(self, name, getattr(self, name) + getattr(o, name))
@@ -114,6 +120,8 @@ class SpecMetrics:
             "tokens": self.tokens,
             "siblings": self.siblings,
             "sibling_hits": self.sibling_hits,
+            "forced": self.forced,
+            "forced_steps": self.forced_steps,
             "acceptance_rate": round(self.acceptance_rate, 4),
             "mean_accepted_len": round(self.mean_accepted_len, 4),
             "accept_by_pos": [round(x, 4) for x in self.accept_by_pos],

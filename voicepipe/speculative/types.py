@@ -22,6 +22,9 @@ class Proposal:
     # (d, x): x is an alternative to tokens[d] (a draft tree's leaf), verified in the
     # same pass under greedy sampling when the target can (``Target.tree``).
     siblings: tuple[tuple[int, int], ...] = ()
+    # The tokens are fixed (a tool call's forced text, speculative/jump.py): the decoder
+    # feeds them without verifying them and reads only the pass's last row.
+    certain: bool = False
 
 
 @dataclass(frozen=True)

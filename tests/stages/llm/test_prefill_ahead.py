@@ -145,6 +145,9 @@ async def test_the_pause_posts_p_end_and_the_tentative_reply_builds_on_it(cfg, e
     p_finished = board.p_end(1, 1_000)
     assert p_finished is not None and p_finished > 0.3
     assert _span(got, "llm.ttft", 1).attrs["preempt"] == "kept"
+    # The pause's pass fed the assistant header too and held the logits after it: the
+    # tentative reply ran no prompt pass before its first token.
+    assert _span(got, "llm.ttft", 1).attrs["prefilled"] == 0
     assert _span(got, "llm.prefill_ahead", 1).attrs["p_end"] == pytest.approx(p_finished, abs=1e-3)
 
     # An unfinished clause scores far lower than the finished question.

@@ -147,7 +147,7 @@ def score_batch(
         if p.prompt is not None:
             p.target.fed = list(p.prompt)
             p.target.prefilled += n
-            p.target.last_logits = lg[r0].copy()
+            p.target.hold(lg[r0].copy(), len(p.prompt))
         else:
             p.target.fed += p.tokens
         out.append(Scores(lg[r0 : r0 + rows], bs[r0 : r0 + rows]))

@@ -51,6 +51,10 @@ class ModelTarget:
         # row): what the model expects after the prompt so far. The streaming prefill reads
         # P(end of the user's turn) from it at no cost (stages/llm/ahead.py).
         self.last_logits: torch.Tensor | np.ndarray | None = None
+        # The prompt length last_logits follow (-1: none, or rolled back below it): a
+        # prefill of exactly that prompt then needs no pass (the streaming prefill ran
+        # the pause's words and the assistant header before the reply asked).
+        self._held = -1
         # For drafters that read the target's hidden states (EAGLE style): a
         # (max_len, dim) buffer whose row i is position i's state after the final norm.
         self.feats: torch.Tensor | None = None
@@ -114,15 +118,50 @@ class ModelTarget:
                 self.model, self.cache, tokens[start:end], self.feats, n, self.rowwise_prompt
             )
         self.last_logits = logits
+        self._held = end
         self.fed = list(tokens[:end])
         self.prefilled += end - start
         return logits
 
+    def reusable(self, tokens: list[int]) -> int:
+        """How many leading tokens of ``tokens`` need no model pass: those the cache holds,
+        or a longer prefix the process-wide prefix cache holds (copied in here now)."""
+        return self._reuse(tokens)
+
     def prefill(self, tokens: list[int]) -> np.ndarray:
         n = self._reuse(tokens)
-        if n == len(tokens):  # need at least one fed token for its logits
-            n -= 1
+        if n == len(tokens):
+            if self._held == n and self.last_logits is not None:  # computed already
+                self.rollback(n)
+                return np.asarray(self.last_logits)
+            n -= 1  # need at least one fed token for its logits
         return self._run(tokens, n, len(tokens)).numpy()
+
+    def hold(self, logits: torch.Tensor | np.ndarray, length: int) -> None:
+        """``logits`` follow the cache's first ``length`` tokens (a batched prompt pass)."""
+        self.last_logits = logits
+        self._held = length
+
+    def prefill_rows(self, tokens: list[int], row: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Make the cache hold all of ``tokens`` in one pass over what it lacks; (the logits
+        after ``tokens[:row + 1]``, those after all of them, held for ``prefill``). None,
+        nothing run, when the pass would not reach ``row``. The streaming prefill reads
+        P(end of the user's turn) at the pause's last word and feeds the assistant header
+        in the same pass, so the reply's first token needs no pass of its own."""
+        n = min(self._reuse(tokens), len(tokens) - 1)
+        if not n <= row < len(tokens):
+            return None
+        self.rollback(n)
+        t = torch.as_tensor(tokens[n:], dtype=torch.long)
+        with _kernel_threads(self.prefill_threads if len(t) > 1 else 1) as th:
+            logits = llama.forward(
+                self.model, self.cache, t, n, rowwise=True, feats=self.feats, threads=th
+            )  # (T, V): every row's head, a few rows
+        self.last_logits = logits[-1]
+        self._held = len(tokens)
+        self.fed = list(tokens)
+        self.prefilled += len(tokens) - n
+        return logits[row - n].numpy(), logits[-1].numpy()
 
     def feed(self, tokens: list[int], chunk: int) -> Iterator[int]:
         """Make the cache hold ``tokens[:-1]`` (then ``prefill(tokens)`` runs one token),
@@ -166,7 +205,22 @@ class ModelTarget:
         self.fed += tokens
         return Scores(logits.numpy(), best.numpy())
 
+    def extend(self, tokens: list[int]) -> np.ndarray:
+        """Feed tokens after the cache; logits (V,) of the last one only (a tool call's
+        forced text, speculative/jump.py: no head rows, no argmax for the others). The
+        fused kernel computes each row as a one-token decode would, so the last row's
+        choice is the one plain decoding makes."""
+        with _kernel_threads(self.decode_threads) as n:
+            logits = llama.forward(
+                self.model, self.cache, torch.as_tensor(tokens, dtype=torch.long),
+                self.cache.length, last_only=True, rowwise=True, feats=self.feats, threads=n,
+            )[0]  # fmt: skip
+        self.fed += tokens
+        return logits.numpy()  # type: ignore[no-any-return]
+
     def rollback(self, length: int) -> None:
+        if length < self._held:
+            self._held = -1
         self.cache.rollback(length)
         del self.fed[length:]
 

@@ -84,6 +84,7 @@ def lm_steps(
             elif isinstance(item, ScoreCall):
                 reply = yield Verify(target, item.tokens)
             else:
+                assert isinstance(item, list)  # (no forcer here: a ForceCall never comes)
                 reply = None
                 yield target.levels(item)
         total.merge(decoder.metrics)

@@ -198,9 +198,18 @@ class PrefillAhead:
             base = common_prefix(a[0], b[0]) if a and b else 0  # system_prefix
         else:
             base = self.ledger.base
+        before = t.prefilled
+        if not background:  # the pause: its words and the assistant header in one pass
+            got = await self._with_header(text, ids)
+            if got is not None:
+                full, logits = got
+                self.last_ns = now_ns()
+                self.ledger.fed(full, t.prefilled - before, 1, base=base)
+                stops = set(eng.tokenizer.stop_ids) | {end_id}
+                self.p_end, self.p_end_text = end_probability(logits, stops), text
+                return self.p_end
         if common_prefix(t.fed, ids) >= len(ids):  # all there: rerun the last for its logits
             await asyncio.to_thread(self._rollback, len(ids) - 1)
-        before = t.prefilled
         passes = await self._feed(ids + [end_id], background)
         self.last_ns = now_ns()
         self.ledger.fed(ids, t.prefilled - before, passes, base=base)
@@ -210,6 +219,29 @@ class PrefillAhead:
         stops = set(eng.tokenizer.stop_ids) | {end_id}
         self.p_end, self.p_end_text = end_probability(logits, stops), text
         return self.p_end
+
+    async def _with_header(self, text: str, ids: list[int]) -> tuple[list[int], Any] | None:
+        """The pause's pass, when what the cache lacks fits one: the words and the
+        template's end of the user's turn and assistant header, i.e. the whole prompt a
+        reply to these words has, with the logits at the last word (P(end)). The reply
+        that follows finds its prompt in the cache and its first token's logits held
+        (``ModelTarget.prefill_rows``): no pass of its own before the first token. None:
+        not possible here (batched, another target, too much left), nothing run."""
+        t = self.local.engine.target
+        if self.local._batcher() is not None or not hasattr(t, "prefill_rows"):
+            return None
+        full = self.local.prompt(text)
+        if full[: len(ids)] != ids or len(full) - common_prefix(t.fed, full) > self.chunk:
+            return None
+
+        def run() -> tuple[list[int], Any] | None:
+            with self.local.lock:
+                if common_prefix(t.fed, full) >= len(ids):  # rerun the last word for P(end)
+                    t.rollback(len(ids) - 1)
+                got = t.prefill_rows(full, len(ids) - 1)
+            return None if got is None else (full, got[0])
+
+        return await asyncio.to_thread(run)
 
     def _rollback(self, n: int) -> None:
         with self.local.lock:

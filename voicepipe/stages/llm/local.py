@@ -46,6 +46,7 @@ from voicepipe.stages.llm.tools import (
     Round,
     SessionTools,
     client_calls,
+    jump_forcer,
     run_round,
     tag_ids,
     use_skeletons,
@@ -111,6 +112,18 @@ class LocalEngine:
         chunk = self.cfg.llm.prefill_chunk
         if chunk <= 0 or not hasattr(self.engine, "feed"):
             return 0
+        target = getattr(self.engine, "target", None)
+        if target is not None and hasattr(target, "reusable"):
+
+            def lack() -> int:  # (the prefix cache's rows, if any, are copied in here)
+                with self.lock:
+                    return len(ids) - int(target.reusable(ids))
+
+            if await asyncio.to_thread(lack) <= chunk:
+                # What is left fits one pass (after the streaming prefill: the pause's last
+                # words and the assistant header): the decoder's own prefill runs it all.
+                # Fed here it would leave the decoder its last token: a second pass.
+                return 0
         batcher = self._batcher()
         if batcher is not None:
             return await batched_prefill(batcher, self.engine, ids, chunk)
@@ -151,7 +164,14 @@ class LocalEngine:
         call_ns = 0
         # (the tools of this reply: a response's own may differ from the session's)
         use_skeletons(eng, conv.specs if self.cfg.llm.tool_skeleton else None)
-        dec = eng.decoder()
+        forcer = jump_forcer(eng, conv.specs, self.cfg.llm.tool_jump)
+
+        def decoder() -> Any:
+            d = eng.decoder()
+            d.forcer = forcer  # a tool call's fixed text in one pass
+            return d
+
+        dec = decoder()
         done: list[Any] = []  # the decoders of the reply's earlier passes (tool rounds)
         batcher = self._batcher()
         steps: Steps | None = None
@@ -212,11 +232,17 @@ class LocalEngine:
                     forced = FORCED_CALL
                     ids = ids + eng.tokenizer.encode(forced)
                     done.append(dec)
-                    dec = eng.decoder()
+                    dec = decoder()
                     continue
                 # The model asked for tools: run them, show it the results, decode on.
                 rounds += 1
                 rnd = Round(started_ns=call_ns or last_tok_ns)
+                dm = getattr(dec, "metrics", None)
+                if dm is not None:  # (the call's pass; an empty call decoded again: both)
+                    for d in [*done[-1:], dec] if forced else [dec]:
+                        rnd.tokens += d.metrics.tokens
+                        rnd.forced += getattr(d.metrics, "forced", 0)
+                        rnd.passes += d.metrics.target_passes
                 call_ns, forced = 0, ""
                 rnd.calls = [c for c in calls if isinstance(c, ToolCall)]
                 rnd.errors = [c.error for c in calls if isinstance(c, BadCall)]
@@ -244,7 +270,7 @@ class LocalEngine:
                     break
                 ids = self.prompt(r.text, r.tool_msgs)
                 done.append(dec)
-                dec = eng.decoder()
+                dec = decoder()
             await r.end(chunker)
         finally:
             BUDGET.end_session()

@@ -27,7 +27,7 @@ from typing import Any
 from voicepipe.config import Config
 from voicepipe.core.tools import OPEN, BadCall, ToolCall
 from voicepipe.frames import Alert, ToolCallOut
-from voicepipe.speculative import skeleton
+from voicepipe.speculative import jump, skeleton
 from voicepipe.speculative.drafter import Tunings
 from voicepipe.speculative.hybrid import HybridProposer
 from voicepipe.stages.llm.context import Conversation
@@ -40,6 +40,8 @@ _WARNED: set[str] = set()
 # Tool-call skeletons per tokenizer and tool set (stateless: sessions share them).
 _SKELETONS: dict[tuple[int, str], tuple[Any, skeleton.SkeletonProposer | None]] = {}
 _SKELETONS_MAX = 32  # distinct client tool sets kept
+# Jump-forward proposers per tokenizer, tool set and mode (stateless as well).
+_JUMPS: dict[tuple[int, str, str], tuple[Any, jump.JumpProposer | None]] = {}
 
 
 def active_tools(cfg: Config, tokenizer: Any) -> Toolbox | None:  # tokenizer: ChatTokenizer
@@ -91,6 +93,26 @@ def use_skeletons(engine: Any, specs: list[dict[str, Any]] | None) -> None:
             built = None
         got = _SKELETONS[key] = (tok, built)
     prop.skeleton = got[1]
+
+
+def jump_forcer(engine: Any, specs: list[dict[str, Any]] | None, mode: str) -> Any:
+    """The decoder's forcer for a tool call's fixed text (speculative/jump.py), or None:
+    tools off, ``mode`` "off", or an engine without a chat tokenizer."""
+    tok = getattr(engine, "tokenizer", None)
+    if not specs or mode == "off" or tok is None or not hasattr(tok, "chat_ids"):
+        return None
+    key = (id(tok), mode, json.dumps(specs, sort_keys=True))
+    got = _JUMPS.get(key)
+    if got is None or got[0] is not tok:
+        if len(_JUMPS) >= _SKELETONS_MAX:
+            _JUMPS.clear()
+        try:
+            built = jump.build(tok, specs, certain=mode == "certain")
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            log.warning("tool calls decoded without forcing for these tools: %r", e)
+            built = None
+        got = _JUMPS[key] = (tok, built)
+    return got[1]
 
 
 class Alerts:
@@ -206,6 +228,12 @@ class Round:
     run_ms: float = 0.0
     filler: bool = False  # a filler was said while a call ran
     spoken: bool = False  # answered from the tools' templates, no model round
+    # The model pass that wrote the calls (any words before them included): its tokens,
+    # those forced from the schemas (jump-forward, speculative/jump.py), its target passes
+    # (the prompt's pass that chose its first token counted).
+    tokens: int = 0
+    forced: int = 0
+    passes: int = 0
 
     def messages(self, said: str) -> list[dict[str, Any]]:
         """The assistant's tool-call message and one ``tool`` message per result, as the
@@ -233,6 +261,11 @@ class Round:
             "run_ms": round(self.run_ms, 3),
             "filler": self.filler,
             "spoken": self.spoken,  # the answer from the tools' templates
+            "call_tokens": self.tokens,
+            "forced_tokens": self.forced,
+            "decoded_tokens": self.tokens - self.forced,
+            "passes": self.passes,
+            "passes_per_call": round(self.passes / max(1, len(self.calls) + len(self.errors)), 2),
         }
 
     def spoken_answer(self, box: Toolbox) -> str | None:
