@@ -602,7 +602,8 @@ class ClientSession:
                 await asyncio.sleep(0)  # behind schedule: catch up, but never starve the loop
             played = playout.pull(block, due)
             if self.echo is not None:
-                self.echo.played(played)
+                # (int16 from the playout; the echo path, like the mic, works in float)
+                self.echo.played(played.astype(np.float32) / 32768.0)
             k += 1
             for t, pl in list(playout.playouts.items()):
                 state = (pl.first_play_ns is not None, bool(pl.done))
