@@ -31,6 +31,7 @@ import numpy as np
 
 from voicepipe.audio import EchoCanceller, EchoCancellerUnavailable
 from voicepipe.config import Config
+from voicepipe.core.playout.echo_gate import EchoGate
 from voicepipe.core.playout.speaker import MicClock, Speaker
 from voicepipe.frames import AudioIn, Frame, InputEnd, PlaybackReport, SystemFrame
 from voicepipe.stage import Stage
@@ -40,6 +41,9 @@ __all__ = ["EchoCancel", "Speaker"]  # (Speaker: pipelines hand it to the stages
 log = logging.getLogger(__name__)
 LEAD_MS = 40
 SUPPRESS_TAIL_MS = 500  # the room's reverberation and the alignment's error, with margin
+# The echo gate's window reaches this far back from a frame's capture time: the echo
+# path's delay, the room's reverberation and how late the playout may run.
+GATE_BEFORE_MS = 300
 _warned = False  # the fallback's log line: once per process, not once per session
 
 
@@ -52,6 +56,7 @@ class EchoCancel(Stage):
         self.speaker = speaker
         self.aec: EchoCanceller | None = None
         self.mic = MicClock()
+        self.gate: EchoGate | None = None
         self._carry = np.zeros(0, np.float32)  # samples short of a whole 10 ms frame
         self._carry_media_ns = 0  # media time of the carry's first sample
         self._rate = 0
@@ -64,6 +69,7 @@ class EchoCancel(Stage):
             return
         try:
             self.aec = EchoCanceller(self.speaker.rate, self.cfg.audio.echo_tail_ms)
+            self.gate = EchoGate(self.aec.frame)
         except EchoCancellerUnavailable as e:
             if not _warned:
                 _warned = True
@@ -77,6 +83,10 @@ class EchoCancel(Stage):
         if isinstance(frame, PlaybackReport):
             if frame.first_play_ns is not None:
                 self.speaker.first_play(frame.reply_turn, frame.first_play_ns)
+            # (the report's arrival: it was written a one-way trip before)
+            self.speaker.progress(
+                frame.reply_turn, frame.played_samples, frame.sample_rate, frame.t_ns
+            )
             if frame.done:
                 self.speaker.done(frame.reply_turn, frame.played_samples, frame.sample_rate)
 
@@ -123,6 +133,8 @@ class EchoCancel(Stage):
         out = np.empty(whole, np.float32)
         lead = LEAD_MS * 1_000_000
         tail = SUPPRESS_TAIL_MS * 1_000_000
+        gate_before = GATE_BEFORE_MS * 1_000_000
+        gate_n = (GATE_BEFORE_MS + LEAD_MS) * rate // 1000 + n
         for i in range(0, whole, n):
             media = self._carry_media_ns + i * 1_000_000_000 // rate
             captured = self.mic.capture_ns(media)
@@ -131,8 +143,11 @@ class EchoCancel(Stage):
             cancelled, suppressed = self.aec.process(x[i : i + n], ref)
             self.frames += 1
             if self.speaker.active(captured - tail, captured + lead):
-                out[i : i + n] = suppressed
                 self.suppressed += 1
+                if self.gate is not None:
+                    window = self.speaker.reference(captured - gate_before, gate_n)
+                    suppressed = self.gate.apply(suppressed, window)
+                out[i : i + n] = suppressed
             else:
                 out[i : i + n] = cancelled
         media0 = self._carry_media_ns

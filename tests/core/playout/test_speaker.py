@@ -124,3 +124,20 @@ def test_mic_clock_takes_the_least_delayed_arrival() -> None:
         end = (i + 1) * 20 * MS
         mic.arrived(end, 5000 * MS + end + 9 * MS)
     assert mic.capture_ns(0) == 5000 * MS + 9 * MS
+
+
+def test_progress_reports_follow_a_playout_that_fell_behind() -> None:
+    sp = Speaker(SR)
+    audio = np.arange(1, 2 * SR + 1, dtype=np.float32)
+    _send(sp, 1, audio, t0_ns=0)
+    sp.first_play(1, 30 * MS)
+    # Half a second in, the client had played only 0.4 s: it ran dry for 70 ms.
+    sp.progress(1, played_samples=round(0.4 * SR), sample_rate=SR, at_ns=500 * MS)
+    assert sp.delay_ns == 100 * MS
+    np.testing.assert_array_equal(sp.reference(600 * MS, 16), audio[8000:8016])
+    # A small wobble does not move it (the canceller would have to re-adapt) …
+    sp.progress(1, played_samples=round(0.5 * SR), sample_rate=SR, at_ns=602 * MS)
+    assert sp.delay_ns == 100 * MS
+    # … nor does a report of nothing new played (a held reply: the client is dry).
+    sp.progress(1, played_samples=round(0.5 * SR), sample_rate=SR, at_ns=2000 * MS)
+    assert sp.delay_ns == 100 * MS

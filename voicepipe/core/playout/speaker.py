@@ -33,6 +33,7 @@ import numpy as np
 from voicepipe.core.text.wer import normalize
 
 NS = 1_000_000_000
+REANCHOR_NS = 5_000_000
 
 
 @dataclass
@@ -54,6 +55,7 @@ class _Reply:
     finished: bool = False  # all of its audio was sent
     played: int | None = None  # samples the client played, once it said it is done
     first_play_ns: int | None = None
+    progress: int = 0  # output samples played, per the latest report
 
     def planned(self, k: float) -> float:
         """Planned play time (ns) of output sample ``k`` of the reply."""
@@ -149,6 +151,25 @@ class Speaker:
             return
         r.first_play_ns = first_play_ns
         self.delay_ns = first_play_ns - r.frame_p[0]
+
+    def progress(self, turn: int, played_samples: int, sample_rate: int, at_ns: int) -> None:
+        """The client had played ``played_samples`` of reply ``turn`` (at its
+        ``sample_rate``) by ``at_ns``: where its playout really is. Its buffer conceals
+        when it runs dry and time-compresses to catch up, so the delay drifts; a report
+        moves it when it is off by more than ``REANCHOR_NS`` (the canceller re-adapts to
+        every move). A report that played nothing new since the last one is ignored: a
+        client with nothing to play (a held reply) is not late."""
+        r = self._reply(turn)
+        if r is None or not r.frame_k or sample_rate <= 0:
+            return
+        k = round(played_samples * r.out_rate / sample_rate)
+        if k <= r.progress or k >= r.sent:
+            r.progress = max(r.progress, k)
+            return
+        r.progress = k
+        delay = at_ns - round(r.planned(k))
+        if abs(delay - self.delay_ns) > REANCHOR_NS:
+            self.delay_ns = delay
 
     def done(self, turn: int, played_samples: int, sample_rate: int) -> None:
         """The client is done with reply ``turn``: it played ``played_samples`` of it (at
