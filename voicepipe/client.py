@@ -191,6 +191,7 @@ RECONNECT_CODES = frozenset({P.CLOSE_GOING_AWAY, 1006, P.CLOSE_REPLICA_LOST})
 # With an echo path, the mic stays open this long after the last reply played to the end.
 LISTEN_AFTER_S = 2.0
 RECONNECT_BACKOFF_S = 0.5  # times the number of reconnects so far
+REPORT_EVERY = 10  # speaker blocks (10 ms) between playback reports while a reply plays
 # A 503 at the handshake (models still loading, a replica still starting: docs/PROTOCOL.md)
 # is tried again after the server's Retry-After, or with exponential backoff from
 # UNAVAILABLE_BACKOFF_S up to UNAVAILABLE_MAX_BACKOFF_S, for ``unavailable_wait_s`` in all.
@@ -238,6 +239,9 @@ class SessionResult:
     unavailable: int = 0  # handshakes answered 503 (and tried again) before this session
     barge_in_ns: int | None = None  # when the barge-in's first sample was captured (sent)
     interrupts: list[tuple[int, int]] = field(default_factory=list)  # (turn, arrival ns)
+    # When the speaker went quiet after the barge-in began, if a reply was playing then:
+    # the first 10 ms block from which no reply sample played (paused, cut, or ended).
+    quiet_ns: int | None = None
 
     def turn(self, t: int) -> TurnResult:
         return self.turns.setdefault(t, TurnResult(t))
@@ -594,6 +598,10 @@ class ClientSession:
         t0, k = now_ns(), 0
         reported: dict[int, tuple[bool, bool]] = {}
         grace_until: int | None = None
+        played_before = 0
+        progress: dict[int, int] = {}  # played_samples last reported, per reply
+        quiet_seen = False  # (the first block after the barge-in settles whether to look)
+        playing_at_barge = False
         while True:
             due = t0 + k * block * 1_000_000_000 // rate
             if (wait := (due - now_ns()) / 1e9) > 0:
@@ -605,10 +613,29 @@ class ClientSession:
                 # (int16 from the playout; the echo path, like the mic, works in float)
                 self.echo.played(played.astype(np.float32) / 32768.0)
             k += 1
+            played_now = sum(pl.played_samples for pl in playout.playouts.values())
+            barge = self.res.barge_in_ns
+            if barge is not None and due >= barge and not quiet_seen:
+                if played_now == played_before:
+                    quiet_seen = True
+                    # (a reply already silent when the barge-in began tells nothing)
+                    if self.res.quiet_ns is None and playing_at_barge:
+                        self.res.quiet_ns = due
+                else:
+                    playing_at_barge = True
+            played_before = played_now
             for t, pl in list(playout.playouts.items()):
                 state = (pl.first_play_ns is not None, bool(pl.done))
-                if state != reported.get(t, (False, False)) and state[0]:
+                # Also every REPORT_EVERY blocks while it plays: the server lines up its
+                # echo canceller's reference with where the playout really is.
+                moving = (
+                    k % REPORT_EVERY == 0
+                    and not state[1]
+                    and pl.played_samples > progress.get(t, 0)
+                )
+                if (state != reported.get(t, (False, False)) or moving) and state[0]:
                     reported[t] = state
+                    progress[t] = pl.played_samples
                     msg = P.Playback(
                         turn_id=t,
                         played_samples=pl.played_samples,

@@ -15,7 +15,10 @@ and out, half at 16 kHz):
   the answer was cut or the backchannel was answered as a turn of its own.
 - **interruption**: the same, with "wait, stop", "no, I meant Spain" …
   ``detected_rate`` (the answer was cut), ``delay_ms`` (the barge-in's first sample sent
-  → the client got the ``interrupt``), ``within_400ms_rate``.
+  → the client got the ``interrupt``: the verdict), ``within_400ms_rate``; ``quiet_ms``
+  (the barge-in's first sample → the first 10 ms the client's speaker played none of the
+  answer: paused at the onset, ``turns.pause_on_speech``, or cut), ``quiet_within_400ms_rate``
+  (of the interruptions, those cut in the end and quiet within 400 ms).
 - **echo**: the answer plays through a simulated speakerphone (core/playout/room.py:
   gain, path delay, a synthetic room response) back into the mic, the user silent
   (``self_interruption_rate``, ``echo_turns``: turns of the assistant's own words that
@@ -134,12 +137,15 @@ def _overlap(res: Any, first: int) -> dict[str, Any]:
     # (an interrupt before the barge-in began was the echo's, not the user's)
     began = res.barge_in_ns if res.barge_in_ns is not None else 0
     cut = [at for t, at in res.interrupts if t > first and at >= began]
-    delay = None
+    delay = quiet = None
     if cut and res.barge_in_ns is not None:
         delay = round((cut[0] - res.barge_in_ns) / 1e6, 1)
+    if res.quiet_ns is not None and res.barge_in_ns is not None:
+        quiet = round((res.quiet_ns - res.barge_in_ns) / 1e6, 1)
     return {
         "interrupted": bool(reply is not None and reply.interrupted),
         "interrupt_ms": delay,
+        "quiet_ms": quiet,
         "later_turns": [t.transcript for t in later],
         "answered_later": sum(1 for t in later if t.reply_text.strip()),
         "reply": reply.reply_text if reply is not None else "",
@@ -257,12 +263,18 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         delays = [
             r["interrupt_ms"] for r in rs if r["interrupted"] and r["interrupt_ms"] is not None
         ]
+        # The assistant went quiet (paused at the onset, or cut) and the reply was then cut:
+        # what the user hears of being interrupted; delay_ms is the verdict's.
+        quiet = [r["quiet_ms"] for r in rs if r["interrupted"] and r.get("quiet_ms") is not None]
         out[name] = {
             "n": len(rs),
             "detected_rate": _rate(sum(r["interrupted"] for r in rs), len(rs)),
             "within_400ms_rate": _rate(sum(d <= WITHIN_MS for d in delays), len(rs)),
             "delay_ms_p50": _pct(delays, 50),
             "delay_ms_max": max(delays) if delays else None,
+            "quiet_within_400ms_rate": _rate(sum(q <= WITHIN_MS for q in quiet), len(rs)),
+            "quiet_ms_p50": _pct(quiet, 50),
+            "quiet_ms_max": max(quiet) if quiet else None,
         }
     echo = of("echo", user_talks=False)
     if echo:
