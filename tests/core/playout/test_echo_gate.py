@@ -63,3 +63,26 @@ def test_bad_settings_are_refused() -> None:
         GateConfig(quantile=1.0)
     with pytest.raises(ValueError):
         GateConfig(learn_frames=500, history=300)
+
+
+def test_a_user_over_a_speaker_with_no_echo_is_never_gated() -> None:
+    """No echo at all (a headset): the mic is silent while the speaker plays, then the
+    user talks for two seconds while the speaker's last words are still in the window."""
+    gate = EchoGate(N)
+    for _ in range(100):
+        gate.apply(np.zeros(N, np.float32), _noise(-26.0, 35 * N))
+    silent = gate.gated  # (silence "gated" is still silence)
+    for _ in range(200):
+        user = _noise(-24.0)
+        np.testing.assert_array_equal(gate.apply(user, _noise(-26.0, 35 * N)), user)
+    assert gate.gated == silent
+
+
+def test_frames_around_a_pause_teach_nothing() -> None:
+    gate = EchoGate(N)
+    _learnt(gate)
+    level = gate.echo_db()
+    stopped = np.concatenate([_noise(-26.0, 10 * N), np.zeros(25 * N, np.float32)])
+    for _ in range(200):  # the speaker stopped; the user speaks; the window still has it
+        gate.apply(_noise(-20.0), stopped)
+    assert gate.echo_db() == level

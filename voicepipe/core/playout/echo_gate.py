@@ -10,10 +10,14 @@ removes only a few dB, and the rest is enough for the VAD and Whisper to hear wo
 ``EchoGate`` needs no exact alignment, only levels. For each 10 ms microphone frame it
 takes the loudest 10 ms of the reference within an uncertainty window around the
 frame's time (what the speaker may be playing into the mic now), and the ratio of the
-frame's power to it. Over the frames where the speaker plays, that ratio's upper middle
-(``quantile``) is the echo's level relative to its reference (the echo return loss,
-room and canceller included); a frame no louder than that plus ``margin_db`` is echo and
-is attenuated to ``floor_db``; a louder one is the user talking over it and passes. The
+frame's power to it. Over the frames where the speaker played steadily through the whole
+window, that ratio's upper middle (``quantile``) is the echo's level relative to its
+reference (the echo return loss, room and canceller included); a frame no louder than
+that plus ``margin_db`` is echo and is attenuated to ``floor_db``; a louder one is the
+user talking over it and passes. The learnt level falls at once but rises by at most
+``rise_db_per_s``: the user talking over the speaker for a while must not teach the gate
+that their voice is the echo (and frames around a pause or the end of a reply, when the
+speaker stops but the window still holds its last words, are not learnt from at all). The
 user's speech is usually well above the echo at the mic (a speakerphone's echo arrives
 10–20 dB down), so a margin of a few dB keeps it whole; the price is that a user who
 talks as softly as the echo, while the assistant speaks, is not heard until it stops.
@@ -34,9 +38,14 @@ class GateConfig:
     floor_db: float = -40.0  # what a gated frame keeps
     quantile: float = 0.7  # of recent ratios: the echo's level, double talk kept out
     history: int = 300  # frames (3 s of 10 ms) the echo's level is learnt over
-    learn_frames: int = 30  # before this many, assume ``default_db``
+    learn_frames: int = 5  # before this many, assume ``default_db``
     default_db: float = 0.0  # echo as loud as its reference: a loud speakerphone
     silence_db: float = -60.0  # a quieter reference is a silent speaker (dBFS power)
+    # Learn only while the speaker played through the window: at least ``steady_share``
+    # of its 10 ms within ``steady_db`` of the loudest (not stopped, not just starting).
+    steady_db: float = 40.0
+    steady_share: float = 0.8
+    rise_db_per_s: float = 3.0
 
     def __post_init__(self) -> None:
         if (
@@ -62,14 +71,21 @@ class EchoGate:
         self.frame = frame
         self.cfg = cfg or GateConfig()
         self._ratios: deque[float] = deque(maxlen=self.cfg.history)
+        self._level = self.cfg.default_db
+        self._rise = self.cfg.rise_db_per_s / 100  # per 10 ms frame
         self.gated = 0  # frames attenuated
         self.passed = 0  # frames over a playing speaker let through
 
     def echo_db(self) -> float:
         """The echo's level relative to the loudest reference near it, as learnt so far."""
+        return self._level
+
+    def _learn(self, ratio: float) -> None:
+        self._ratios.append(ratio)
         if len(self._ratios) < self.cfg.learn_frames:
-            return self.cfg.default_db
-        return float(np.quantile(np.fromiter(self._ratios, float), self.cfg.quantile))
+            return
+        q = float(np.quantile(np.fromiter(self._ratios, float), self.cfg.quantile))
+        self._level = q if q < self._level else min(q, self._level + self._rise)
 
     def apply(self, mic: np.ndarray, reference: np.ndarray) -> np.ndarray:
         """``mic``: one frame (after the canceller); ``reference``: what the speaker played
@@ -81,13 +97,16 @@ class EchoGate:
         if k == 0:
             return mic
         frames = ref[: k * n].reshape(k, n).astype(np.float64)
-        loudest = float(np.max(np.mean(frames * frames, axis=1)))
+        powers = np.mean(frames * frames, axis=1)
+        loudest = float(np.max(powers))
         ref_db = 10.0 * math.log10(loudest) if loudest > 1e-12 else -120.0
         if ref_db < self.cfg.silence_db:
             return mic  # the speaker is silent: nothing to gate
         ratio = power_db(mic) - ref_db
         limit = self.echo_db() + self.cfg.margin_db
-        self._ratios.append(ratio)
+        playing = float(np.mean(powers >= loudest * 10 ** (-self.cfg.steady_db / 10)))
+        if playing >= self.cfg.steady_share:
+            self._learn(ratio)
         if ratio <= limit:
             self.gated += 1
             out: np.ndarray = (mic * 10 ** (self.cfg.floor_db / 20)).astype(np.float32)
