@@ -209,6 +209,8 @@ class TurnResult:
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # media_ts → int16
     first_audio_ns: int | None = None  # arrival of the reply's first audio frame
     latency_ms: dict[str, float] = field(default_factory=dict)
+    played_samples: int = 0  # of the reply, by the virtual speaker
+    last_play_ns: int | None = None  # end of the last 10 ms block that played some of it
 
     def audio(self) -> np.ndarray:
         if not self.frames:
@@ -239,9 +241,6 @@ class SessionResult:
     unavailable: int = 0  # handshakes answered 503 (and tried again) before this session
     barge_in_ns: int | None = None  # when the barge-in's first sample was captured (sent)
     interrupts: list[tuple[int, int]] = field(default_factory=list)  # (turn, arrival ns)
-    # When the speaker went quiet after the barge-in began, if a reply was playing then:
-    # the first 10 ms block from which no reply sample played (paused, cut, or ended).
-    quiet_ns: int | None = None
 
     def turn(self, t: int) -> TurnResult:
         return self.turns.setdefault(t, TurnResult(t))
@@ -598,10 +597,7 @@ class ClientSession:
         t0, k = now_ns(), 0
         reported: dict[int, tuple[bool, bool]] = {}
         grace_until: int | None = None
-        played_before = 0
         progress: dict[int, int] = {}  # played_samples last reported, per reply
-        quiet_seen = False  # (the first block after the barge-in settles whether to look)
-        playing_at_barge = False
         while True:
             due = t0 + k * block * 1_000_000_000 // rate
             if (wait := (due - now_ns()) / 1e9) > 0:
@@ -613,17 +609,11 @@ class ClientSession:
                 # (int16 from the playout; the echo path, like the mic, works in float)
                 self.echo.played(played.astype(np.float32) / 32768.0)
             k += 1
-            played_now = sum(pl.played_samples for pl in playout.playouts.values())
-            barge = self.res.barge_in_ns
-            if barge is not None and due >= barge and not quiet_seen:
-                if played_now == played_before:
-                    quiet_seen = True
-                    # (a reply already silent when the barge-in began tells nothing)
-                    if self.res.quiet_ns is None and playing_at_barge:
-                        self.res.quiet_ns = due
-                else:
-                    playing_at_barge = True
-            played_before = played_now
+            for t, pl in list(playout.playouts.items()):
+                turn = self.res.turn(t)
+                if pl.played_samples > turn.played_samples:
+                    turn.played_samples = pl.played_samples
+                    turn.last_play_ns = due + block * 1_000_000_000 // rate
             for t, pl in list(playout.playouts.items()):
                 state = (pl.first_play_ns is not None, bool(pl.done))
                 # Also every REPORT_EVERY blocks while it plays: the server lines up its

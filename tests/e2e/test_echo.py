@@ -84,5 +84,5 @@ async def test_a_real_interruption_over_the_echo_still_cuts_the_reply(
     heard = _heard(res)
     first = res.turns[heard[0][0]]
     assert first.interrupted, first
-    assert res.quiet_ns is not None and res.barge_in_ns is not None
+    assert first.last_play_ns is not None and res.barge_in_ns is not None
     assert any("stop" in text.lower() for _, text in heard[1:]), heard
