@@ -214,3 +214,33 @@ async def test_echo_is_judged_against_the_words_just_played_not_the_whole_reply(
     )
     assert _verdicts(out) == ["interrupt"]
     assert _interrupts(out) == [1, 2]
+
+
+async def test_the_duration_rule_waits_for_the_speaker_to_play_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Undecided speech while the client still has seconds of the paused reply to play
+    is likely its echo: the duration rule waits until the speaker is silent."""
+    monkeypatch.setattr(turns, "AFTER_SPEAKER_NS", 100_000_000)
+    sp = Speaker(16000)
+    t0 = now_ns()
+    for i in range(0, 16000 * 10, 320):  # 10 s of reply audio the client has yet to play
+        sp.sent(1, t0 + i * 1_000_000_000 // 16000, 320, 16000, np.zeros(320, np.float32))
+    cfg = dataclasses.replace(TurnsConfig(), overlap_max_wait_ms=100)
+    out: list[Frame] = []
+    p = Pipeline([BargeIn(cfg, sp)], sink(out))
+    await p.start()
+    for f in [*_question(1), SpeechStart(turn_id=2, media_ns=5)]:
+        await p.put(f)
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.5)
+    assert _verdicts(out) == []  # past max_wait_ms, but the speaker still plays
+    sp.done(1, played_samples=16000 * 6 // 10, sample_rate=16000)  # it stopped at 0.6 s
+    for _ in range(300):
+        if _verdicts(out):
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    assert _verdicts(out) == ["interrupt"]
+    (span,) = [f for f in out if isinstance(f, SpanFrame)]
+    assert span.end_ns >= sp.silent_from() + 100_000_000

@@ -68,6 +68,9 @@ from voicepipe.stage import Stage
 __all__ = ["BargeIn", "EndOfTurnBoard"]
 
 SPAN = "turns.overlap"
+# Speech over a paused reply is the user's, not its echo, once it goes on this long after
+# the last audio the client had to play (the room's reverberation, the alignment's error).
+AFTER_SPEAKER_NS = 500_000_000
 # After the client reports a reply played to the end, its echo may still be in the room
 # (path delay, reverberation) and in the ASR's pipeline: it stays a reference this long.
 ECHO_TAIL_NS = 1_000_000_000
@@ -216,8 +219,16 @@ class BargeIn(Stage):
             await self.push(PlayoutHold(turn_id=frame.turn_id, hold=True))
 
     async def _wait(self, held: _Held) -> None:
-        """The duration rule: speech that goes on past ``max_wait_ms`` undecided."""
+        """The duration rule: speech that goes on past ``max_wait_ms`` undecided, and (with
+        a ``Speaker``) ``AFTER_SPEAKER_NS`` past the end of what the client's speaker had
+        to play: the reply paused, its echo cannot outlast the audio the client still
+        held (a busy client holds seconds of it), the user can."""
         await asyncio.sleep(self.overlap.max_wait_ms / 1000)
+        while self.speaker is not None:
+            wait_ns = self.speaker.silent_from() + AFTER_SPEAKER_NS - now_ns()
+            if wait_ns <= 0:
+                break
+            await asyncio.sleep(min(wait_ns, 1e9) / 1e9)
         held.timer = None  # (settling cancels the timer: not this very task)
         await self._judge(held.turn, lambda j, t: j.on_time(t))
 

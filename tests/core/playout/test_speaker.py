@@ -141,3 +141,11 @@ def test_progress_reports_follow_a_playout_that_fell_behind() -> None:
     # … nor does a report of nothing new played (a held reply: the client is dry).
     sp.progress(1, played_samples=round(0.5 * SR), sample_rate=SR, at_ns=2000 * MS)
     assert sp.delay_ns == 100 * MS
+
+
+def test_silent_from_is_when_the_last_audio_sent_plays_out() -> None:
+    sp = Speaker(SR)
+    assert sp.silent_from() == float("-inf")
+    _send(sp, 1, np.ones(SR // 2, np.float32), t0_ns=1000 * MS)
+    sp.first_play(1, 1100 * MS)
+    assert sp.silent_from() == 1600 * MS

@@ -215,6 +215,12 @@ class Speaker:
                 return True
         return False
 
+    def silent_from(self) -> float:
+        """When the last audio sent so far finishes playing (-inf before any): the
+        speaker is silent from then on unless more is sent."""
+        ends = [r.planned(r.end_k()) + self.delay_ns for r in self._replies if r.frame_p]
+        return max(ends, default=-math.inf)
+
     def words(self, t0_ns: int, t1_ns: int) -> list[str]:
         """The reply words whose sound falls within ``[t0_ns, t1_ns]``: each chunk's words
         spread evenly over its audio (a chunk still being synthesised: all of them from
