@@ -158,13 +158,14 @@ class Speaker:
         when it runs dry and time-compresses to catch up, so the delay drifts; a report
         moves it when it is off by more than ``REANCHOR_NS`` (the canceller re-adapts to
         every move). A report that played nothing new since the last one is ignored: a
-        client with nothing to play (a held reply) is not late."""
+        client with nothing to play (a held reply) is not late. One that played all that
+        was sent counts: a TTS slower than real time sends frames after their plan, and
+        the client plays each as it comes, later and later."""
         r = self._reply(turn)
         if r is None or not r.frame_k or sample_rate <= 0:
             return
-        k = round(played_samples * r.out_rate / sample_rate)
-        if k <= r.progress or k >= r.sent:
-            r.progress = max(r.progress, k)
+        k = min(round(played_samples * r.out_rate / sample_rate), r.sent)
+        if k <= r.progress:
             return
         r.progress = k
         delay = at_ns - round(r.planned(k))
