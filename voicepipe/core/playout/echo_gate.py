@@ -76,7 +76,8 @@ class EchoGate:
         self.cfg = cfg or GateConfig()
         self._ratios: deque[float] = deque(maxlen=self.cfg.history)
         self._level = self.cfg.default_db
-        self._rise = self.cfg.rise_db_per_s / 100  # per 10 ms frame
+        self._rise = self.cfg.rise_db_per_s / 10  # per 10th frame: 100 ms
+        self._seen = 0
         self.gated = 0  # frames attenuated
         self.passed = 0  # frames over a playing speaker let through
 
@@ -86,7 +87,9 @@ class EchoGate:
 
     def _learn(self, ratio: float) -> None:
         self._ratios.append(ratio)
-        if len(self._ratios) < self.cfg.learn_frames:
+        self._seen += 1
+        # (the quantile every 10th frame: per frame it was most of the stage's time)
+        if len(self._ratios) < self.cfg.learn_frames or self._seen % 10:
             return
         q = float(np.quantile(np.fromiter(self._ratios, float), self.cfg.quantile))
         self._level = q if q < self._level else min(q, self._level + self._rise)

@@ -194,14 +194,20 @@ class Speaker:
                 continue
             if r.frame_p[0] > t[-1] or r.planned(r.end_k()) <= t[0]:
                 continue
-            p = np.asarray(r.frame_p, np.float64)
-            i = np.clip(np.searchsorted(p, t, side="right") - 1, 0, len(p) - 1)
-            k = np.asarray(r.frame_k, np.float64)[i] + (t - p[i]) * r.out_rate / NS
+            # Only the frames planned within the span (a reply has thousands of them).
+            lo = max(0, bisect.bisect_right(r.frame_p, t[0]) - 1)
+            hi = max(lo + 1, bisect.bisect_right(r.frame_p, t[-1]))
+            p = np.asarray(r.frame_p[lo:hi], np.float64)
+            fk = np.asarray(r.frame_k[lo:hi], np.float64)
             # Samples of a frame planned before a later frame's plan (a resumed hold
             # leaves a gap between them): k past the frame's own end is silence.
-            frame_end = np.append(np.asarray(r.frame_k[1:], np.float64), r.sent)[i]
+            ends = r.frame_k[lo + 1 : hi + 1] + ([r.sent] if hi >= len(r.frame_k) else [])
+            i = np.clip(np.searchsorted(p, t, side="right") - 1, 0, len(p) - 1)
+            k = fk[i] + (t - p[i]) * r.out_rate / NS
+            frame_end = np.asarray(ends, np.float64)[i]
             j = np.floor(k * self.rate / r.out_rate).astype(np.int64)
-            ok = (t >= p[0]) & (k < frame_end) & (k < r.end_k()) & (j < r.ref_n) & (j >= 0)
+            first = r.frame_p[0]
+            ok = (t >= first) & (k < frame_end) & (k < r.end_k()) & (j < r.ref_n) & (j >= 0)
             out[ok] = r.ref[j[ok]]
         return out
 
