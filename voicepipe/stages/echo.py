@@ -33,7 +33,15 @@ from voicepipe.audio import EchoCanceller, EchoCancellerUnavailable
 from voicepipe.config import Config
 from voicepipe.core.playout.echo_gate import EchoGate
 from voicepipe.core.playout.speaker import MicClock, Speaker
-from voicepipe.frames import AudioIn, Frame, InputEnd, PlaybackReport, SystemFrame
+from voicepipe.frames import (
+    AudioIn,
+    Cancel,
+    Frame,
+    InputEnd,
+    Interrupt,
+    PlaybackReport,
+    SystemFrame,
+)
 from voicepipe.stage import Stage
 
 __all__ = ["EchoCancel", "Speaker"]  # (Speaker: pipelines hand it to the stages)
@@ -78,6 +86,19 @@ class EchoCancel(Stage):
     async def stop(self) -> None:
         if self.aec is not None:
             self.aec.close()
+
+    def _stale(self, frame: Frame, turn: int) -> bool:
+        # The microphone's audio is never an old turn's work (as in the ASR stage): an
+        # Interrupt entering here (a client's, a Realtime response's) must drop none of it.
+        return False
+
+    async def _handle_system(self, frame: SystemFrame) -> bool:
+        if isinstance(frame, Interrupt | Cancel):
+            self.current_turn = max(self.current_turn, frame.turn_id)
+            await self.on_system(frame)
+            await self.push(frame)
+            return True
+        return await super()._handle_system(frame)
 
     async def on_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, PlaybackReport):
