@@ -40,11 +40,14 @@ def test_a_silent_speaker_gates_nothing_and_teaches_nothing() -> None:
     assert gate.gated == 0 and gate.echo_db() == GateConfig().default_db
 
 
-def test_before_it_has_learnt_it_assumes_a_loud_echo() -> None:
+def test_before_it_has_learnt_it_assumes_a_usual_echo() -> None:
     gate = EchoGate(N)
-    # Echo as loud as the reference, at the start of a session: muted at once.
-    out = gate.apply(_noise(-27.0), _noise(-26.0, 35 * N))
-    assert power_db(out) < -60.0
+    # At the start of a session: an echo 12 dB down is muted at once, a user as loud as
+    # the speaker is not.
+    out = gate.apply(_noise(-38.0), _noise(-26.0, 35 * N))
+    assert power_db(out) < -70.0
+    user = _noise(-26.0)
+    np.testing.assert_array_equal(gate.apply(user, _noise(-26.0, 35 * N)), user)
 
 
 def test_double_talk_does_not_raise_the_echo_level_it_learns() -> None:

@@ -43,7 +43,9 @@ class GateConfig:
     quantile: float = 0.7  # of recent ratios: the echo's level, double talk kept out
     history: int = 300  # frames (3 s of 10 ms) the echo's level is learnt over
     learn_frames: int = 5  # before this many, assume ``default_db``
-    default_db: float = 0.0  # echo as loud as its reference: a loud speakerphone
+    # Before anything is learnt: a speakerphone's usual echo, 10 dB down. (0 dB, "as loud
+    # as its reference", muted a Realtime client's "stop" said as the first reply began.)
+    default_db: float = -10.0
     silence_db: float = -60.0  # a quieter reference is a silent speaker (dBFS power)
     # Learn only while the speaker played through the window: at least ``steady_share``
     # of its 10 ms within ``steady_db`` of the loudest (not stopped, not just starting).
