@@ -71,6 +71,7 @@ SPAN = "turns.overlap"
 # Speech over a paused reply is the user's, not its echo, once it goes on this long after
 # the last audio the client had to play (the room's reverberation, the alignment's error).
 AFTER_SPEAKER_NS = 500_000_000
+MAX_SPEAKER_WAIT_NS = 1_500_000_000
 # After the client reports a reply played to the end, its echo may still be in the room
 # (path delay, reverberation) and in the ASR's pipeline: it stays a reference this long.
 ECHO_TAIL_NS = 1_000_000_000
@@ -224,8 +225,11 @@ class BargeIn(Stage):
         to play: the reply paused, its echo cannot outlast the audio the client still
         held (a busy client holds seconds of it), the user can."""
         await asyncio.sleep(self.overlap.max_wait_ms / 1000)
+        # At most MAX_SPEAKER_WAIT_NS more: a reply not paused (pause_on_speech off, or
+        # still being sent) keeps the speaker busy for as long as it lasts.
+        give_up = now_ns() + MAX_SPEAKER_WAIT_NS
         while self.speaker is not None:
-            wait_ns = self.speaker.silent_from() + AFTER_SPEAKER_NS - now_ns()
+            wait_ns = min(self.speaker.silent_from() + AFTER_SPEAKER_NS, give_up) - now_ns()
             if wait_ns <= 0:
                 break
             await asyncio.sleep(min(wait_ns, 1e9) / 1e9)
