@@ -191,6 +191,7 @@ RECONNECT_CODES = frozenset({P.CLOSE_GOING_AWAY, 1006, P.CLOSE_REPLICA_LOST})
 # With an echo path, the mic stays open this long after the last reply played to the end.
 LISTEN_AFTER_S = 2.0
 RECONNECT_BACKOFF_S = 0.5  # times the number of reconnects so far
+REPORT_EVERY = 10  # speaker blocks (10 ms) between playback reports while a reply plays
 # A 503 at the handshake (models still loading, a replica still starting: docs/PROTOCOL.md)
 # is tried again after the server's Retry-After, or with exponential backoff from
 # UNAVAILABLE_BACKOFF_S up to UNAVAILABLE_MAX_BACKOFF_S, for ``unavailable_wait_s`` in all.
@@ -208,6 +209,8 @@ class TurnResult:
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # media_ts → int16
     first_audio_ns: int | None = None  # arrival of the reply's first audio frame
     latency_ms: dict[str, float] = field(default_factory=dict)
+    played_samples: int = 0  # of the reply, by the virtual speaker
+    last_play_ns: int | None = None  # end of the last 10 ms block that played some of it
 
     def audio(self) -> np.ndarray:
         if not self.frames:
@@ -594,6 +597,7 @@ class ClientSession:
         t0, k = now_ns(), 0
         reported: dict[int, tuple[bool, bool]] = {}
         grace_until: int | None = None
+        progress: dict[int, int] = {}  # played_samples last reported, per reply
         while True:
             due = t0 + k * block * 1_000_000_000 // rate
             if (wait := (due - now_ns()) / 1e9) > 0:
@@ -602,12 +606,26 @@ class ClientSession:
                 await asyncio.sleep(0)  # behind schedule: catch up, but never starve the loop
             played = playout.pull(block, due)
             if self.echo is not None:
-                self.echo.played(played)
+                # (int16 from the playout; the echo path, like the mic, works in float)
+                self.echo.played(played.astype(np.float32) / 32768.0)
             k += 1
             for t, pl in list(playout.playouts.items()):
+                turn = self.res.turn(t)
+                if pl.played_samples > turn.played_samples:
+                    turn.played_samples = pl.played_samples
+                    turn.last_play_ns = due + block * 1_000_000_000 // rate
+            for t, pl in list(playout.playouts.items()):
                 state = (pl.first_play_ns is not None, bool(pl.done))
-                if state != reported.get(t, (False, False)) and state[0]:
+                # Also every REPORT_EVERY blocks while it plays: the server lines up its
+                # echo canceller's reference with where the playout really is.
+                moving = (
+                    k % REPORT_EVERY == 0
+                    and not state[1]
+                    and pl.played_samples > progress.get(t, 0)
+                )
+                if (state != reported.get(t, (False, False)) or moving) and state[0]:
                     reported[t] = state
+                    progress[t] = pl.played_samples
                     msg = P.Playback(
                         turn_id=t,
                         played_samples=pl.played_samples,

@@ -64,6 +64,18 @@ class AudioConfig:
     asr_sample_rate: int = 16000  # what VAD and ASR consume
     output_sample_rate: int = 22050  # what the TTS produces (HiFi-GAN)
     frame_ms: int = 20  # wire frame length for reply audio
+    # Cancel the assistant's own voice in the microphone before VAD and ASR (speexdsp's
+    # echo canceller fed what the client played, aligned by its playback reports:
+    # stages/echo.py). Needs libspeexdsp1; where it does not load, the input goes on
+    # uncancelled (a log line says so).
+    echo_cancel: bool = True
+    # The canceller's filter: longer than the echo path's delay + the room's reverberation
+    # + the error of the alignment (the client's playout delay, event-loop stalls).
+    echo_tail_ms: int = 300
+
+    def __post_init__(self) -> None:
+        if not 20 <= self.echo_tail_ms <= 2000:
+            raise ConfigError(f"audio.echo_tail_ms: expected 20 to 2000, got {self.echo_tail_ms}")
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,13 @@ class TurnsConfig:
     backchannel: bool = True
     # Speech during a reply still undecided by its words after this long interrupts.
     overlap_max_wait_ms: int = 1500
+    # While the judge listens to speech over a reply, the reply is paused (the server
+    # stops sending it; the client plays out what it holds): a backchannel or echo resumes
+    # it where it stopped, an interruption cuts it. false: the reply plays on meanwhile.
+    pause_on_speech: bool = True
+    # Echo gating: the reply's words played within this long before the overlapping
+    # speech began (and since) are the reference its transcript is compared with.
+    echo_words_ms: int = 2000
     # Streaming prefill (stages/llm/ahead.py): the words the partial transcripts agree on
     # go into the LLM's KV cache while the user still speaks, in passes that yield to
     # replies; the endpoint then leaves only the last words and the assistant header.

@@ -121,6 +121,19 @@ class ReplyWords(SystemFrame):
     text: str
 
 
+@dataclass(kw_only=True)
+class PlayoutHold(SystemFrame):
+    """Pause (``hold``) or resume the reply being sent.
+
+    Sent downstream by the barge-in stage when speech begins over a reply and while its
+    words are judged: the output stage stops sending reply audio at once (the client
+    plays out what it holds, then runs dry) and resumes where it stopped on ``hold=False``;
+    an ``Interrupt`` instead cuts the reply.
+    """
+
+    hold: bool
+
+
 # ---------------------------------------------------------------- data frames
 
 
@@ -213,6 +226,9 @@ class ReplyAudio(Frame):
 
     pcm: np.ndarray  # (N,) float32
     sample_rate: int
+    # On the first piece of each text chunk's audio: the chunk's text (the output stage
+    # times its words for echo gating, core/playout/speaker.py); "" on the other pieces.
+    text: str = ""
 
 
 @dataclass(kw_only=True)

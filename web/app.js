@@ -17,6 +17,7 @@ const state = window.voicepipe = {
 let ws = null, ctx = null, capture = null, playback = null, stream = null;
 let sendSeq = 0, captureStartCtxFrame = null, currentReply = null;
 let reported = {}; // turn → "started" | "done"
+let reportedPlayed = {}; // turn → played_samples last reported
 // A session lost before it was done (server or replica gone: docs/PROTOCOL.md) starts
 // again on a new connection, a few times; a hang-up never does.
 const RECONNECT_CODES = [1001, 1006, 1012];
@@ -54,6 +55,7 @@ async function start() {
   $('start').disabled = true;
   hungUp = false;
   sendSeq = 0; captureStartCtxFrame = null; currentReply = null; reported = {};
+  reportedPlayed = {};
   setStatus('asking for the microphone…');
   try {
     stream = await navigator.mediaDevices.getUserMedia({
@@ -262,8 +264,12 @@ function onPlaybackStats(m) {
   // tell the server what was heard, when (docs/PROTOCOL.md "playback")
   for (const [turn, pl] of Object.entries(m.playouts)) {
     const phase = pl.done ? 'done' : pl.first_play_ns !== null ? 'started' : null;
-    if (phase && reported[turn] !== phase) {
+    // Also on every stats message (~100 ms) while it plays: the server's echo canceller
+    // lines its reference up with where the playout really is.
+    const moving = phase === 'started' && pl.played_samples > (reportedPlayed[turn] || 0);
+    if (phase && (reported[turn] !== phase || moving)) {
       reported[turn] = phase;
+      reportedPlayed[turn] = pl.played_samples;
       send({ type: 'playback', turn_id: Number(turn), played_samples: pl.played_samples,
         sample_rate: ctx.sampleRate, first_play_ms: pl.first_play_ns / 1e6,
         now_ms: m.ctxNs / 1e6, done: pl.done, counters: m.stats });

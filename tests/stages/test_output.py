@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 import numpy as np
 import pytest
 
 from voicepipe import config
-from voicepipe.frames import Frame, InputEnd, Interrupt, ReplyAudio, ReplyEnd
+from voicepipe.core.playout.speaker import Speaker
+from voicepipe.frames import Frame, InputEnd, Interrupt, PlayoutHold, ReplyAudio, ReplyEnd
 from voicepipe.pipeline import Pipeline
 from voicepipe.pipelines import SessionInfo
 from voicepipe.stages.output import AudioOut, OutputStage, Pacer, ReplyFinished, ReplyStarted
@@ -124,3 +126,56 @@ async def test_interrupt_stops_within_one_frame() -> None:
     assert after == []  # every frame is checked against queued interrupts before it goes
     fin = [f for f in out if isinstance(f, ReplyFinished)]
     assert len(fin) == 1 and fin[0].interrupted and fin[0].samples < len(pcm) // 4
+
+
+async def test_a_held_reply_stops_sending_and_resumes_where_it_stopped() -> None:
+    """PlayoutHold: not one more frame while held; on resume the rest follows, the
+    timeline jumped by the pause (no frame late), and every sample is sent once."""
+    cfg = _cfg()
+    session = SessionInfo.for_config(cfg, output_sample_rate=16000)
+    speaker = Speaker(16000)
+    out: list[tuple[int, Frame]] = []
+    done = asyncio.Event()
+    playing = asyncio.Event()
+
+    async def sink(f: Frame) -> None:
+        out.append((time.monotonic_ns(), f))
+        if sum(isinstance(x, AudioOut) for _, x in out) >= 10:
+            playing.set()
+        if isinstance(f, InputEnd):
+            done.set()
+
+    stage = OutputStage(cfg, session, speaker=speaker)
+    p = Pipeline([stage], sink)
+    await p.start()
+    pcm = _tone(16000, 16000)  # 1 s
+    frames: list[Frame] = [
+        ReplyAudio(turn_id=1, pcm=c, sample_rate=16000, text="one two" if i == 0 else "")
+        for i, c in enumerate(np.array_split(pcm, 10))
+    ]
+    feeder = asyncio.create_task(_feed(p, [*frames, ReplyEnd(turn_id=1), InputEnd()]))
+    await asyncio.wait_for(playing.wait(), 10)
+    await p.put(PlayoutHold(turn_id=2, hold=True))
+    await asyncio.sleep(0.05)  # (a frame already on its way may still land)
+    held_at = time.monotonic_ns()
+    n_held = sum(isinstance(f, AudioOut) for _, f in out)
+    await asyncio.sleep(0.4)
+    assert sum(isinstance(f, AudioOut) for _, f in out) == n_held  # nothing while held
+    await p.put(PlayoutHold(turn_id=2, hold=False))
+    await asyncio.wait_for(done.wait(), 10)
+    await feeder
+    await p.stop()
+    audio = [f for _, f in out if isinstance(f, AudioOut)]
+    after = [f for t, f in out if isinstance(f, AudioOut) and t > held_at]
+    assert after, "the reply resumed"
+    assert sum(len(f.pcm) for f in audio) == len(pcm)  # every sample, once
+    # The timeline jumped by about the pause: the first frame after it is ~0.4 s later
+    # on the timeline than the last one before it ended.
+    before = audio[len(audio) - len(after) - 1]
+    gap = after[0].media_ts - (before.media_ts + len(before.pcm))
+    assert gap >= 0.3 * 16000, gap
+    assert stage.late_frames == 0 and stage.holds == 1
+    (finished,) = [f for _, f in out if isinstance(f, ReplyFinished)]
+    assert not finished.interrupted
+    # The speaker record has all of it, with the pause in its plan.
+    assert speaker.words(0, 2**62) == ["one", "two"]

@@ -5,15 +5,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import numpy as np
 import pytest
 
 from tests.stages._frames import sink
+from voicepipe.clock import now_ns
 from voicepipe.config import TurnsConfig
+from voicepipe.core.playout.speaker import Speaker
 from voicepipe.frames import (
     Frame,
     InputEnd,
     Interrupt,
     PlaybackReport,
+    PlayoutHold,
     ReplyWords,
     SpanFrame,
     SpeechEnd,
@@ -72,6 +76,10 @@ def _verdicts(out: list[Frame]) -> list[str]:
     return [f.attrs["verdict"] for f in out if isinstance(f, SpanFrame)]
 
 
+def _holds(out: list[Frame]) -> list[bool]:
+    return [f.hold for f in out if isinstance(f, PlayoutHold)]
+
+
 async def test_a_turn_with_no_reply_in_flight_interrupts_at_onset() -> None:
     out, _ = await _run(_question(1))
     assert _interrupts(out) == [1]
@@ -82,9 +90,13 @@ async def test_a_turn_with_no_reply_in_flight_interrupts_at_onset() -> None:
 async def test_a_backchannel_during_a_reply_never_reaches_the_llm() -> None:
     out, stage = await _run(_question(1) + _overlap(2, "Mm-hmm", "Mm-hmm."))
     assert _interrupts(out) == [1]
-    assert not [f for f in out if f.turn_id == 2 and not isinstance(f, SpanFrame)]
+    assert not [f for f in out if f.turn_id == 2 and not isinstance(f, SpanFrame | PlayoutHold)]
     assert _verdicts(out) == ["backchannel"]
     assert stage.verdicts["backchannel"] == 1
+    # The reply was paused at the onset and resumed by the verdict, in that order.
+    assert _holds(out) == [True, False]
+    kinds = [type(f) for f in out]
+    assert kinds.index(PlayoutHold) < kinds.index(SpanFrame)
 
 
 async def test_the_assistants_echo_never_reaches_the_llm() -> None:
@@ -98,11 +110,16 @@ async def test_an_interruption_cuts_the_reply_and_goes_on_as_a_turn() -> None:
     out, _ = await _run(_question(1) + _overlap(2, "Wait, stop", "Wait, stop. I meant Spain."))
     assert _interrupts(out) == [1, 2]
     assert _verdicts(out) == ["interrupt"]
-    turn2 = [f for f in out if f.turn_id == 2 and not isinstance(f, SpanFrame | Interrupt)]
+    turn2 = [
+        f for f in out if f.turn_id == 2 and not isinstance(f, SpanFrame | Interrupt | PlayoutHold)
+    ]
     # Every held frame, in the ASR's order, after the Interrupt.
     assert [type(f) for f in turn2] == [SpeechStart, TranscriptPartial, SpeechEnd, TranscriptFinal]
     kinds = [(type(f), f.turn_id) for f in out]
     assert kinds.index((Interrupt, 2)) < kinds.index((SpeechStart, 2))
+    # Paused at the onset, never resumed: the Interrupt cuts it instead.
+    assert _holds(out) == [True]
+    assert kinds.index((PlayoutHold, 2)) < kinds.index((Interrupt, 2))
 
 
 async def test_a_cough_with_no_words_is_a_backchannel() -> None:
@@ -148,3 +165,82 @@ async def test_backchannel_off_restores_onset_barge_in() -> None:
     out, _ = await _run(_question(1) + _overlap(2, "Mm-hmm", "Mm-hmm."), cfg)
     assert _interrupts(out) == [1, 2]
     assert any(isinstance(f, TranscriptFinal) and f.turn_id == 2 for f in out)
+    assert _holds(out) == []
+
+
+async def test_pause_on_speech_off_lets_the_reply_play_while_judged() -> None:
+    cfg = dataclasses.replace(TurnsConfig(), pause_on_speech=False)
+    out, _ = await _run(_question(1) + _overlap(2, "Mm-hmm", "Mm-hmm."), cfg)
+    assert _verdicts(out) == ["backchannel"]
+    assert _holds(out) == []
+
+
+async def _run_with_speaker(frames: list[Frame], speaker: Speaker) -> list[Frame]:
+    out: list[Frame] = []
+    p = Pipeline([BargeIn(TurnsConfig(), speaker)], sink(out))
+    await p.start()
+    for f in frames:
+        await p.put(f)
+        await asyncio.sleep(0.01)
+    await p.put(InputEnd())
+    for _ in range(500):
+        if any(isinstance(f, InputEnd) for f in out):
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    return out
+
+
+def _speaker_playing(words_then: str, words_now: str) -> Speaker:
+    """A Speaker whose reply said ``words_then`` 10 s ago and is saying ``words_now``."""
+    sp = Speaker(16000)
+    t0 = now_ns() - 10_000_000_000
+    sp.chunk(1, words_then, 0)
+    sp.chunk(1, words_now, 16000 * 10 - 8000)  # the last half second up to now, and on
+    for i in range(0, 16000 * 11, 320):
+        sp.sent(1, t0 + i * 1_000_000_000 // 16000, 320, 16000, np.zeros(320, np.float32))
+    return sp
+
+
+async def test_echo_is_judged_against_the_words_just_played_not_the_whole_reply() -> None:
+    sp = _speaker_playing("The capital of France is Paris.", "It lies on the Seine.")
+    # The words played just now come back: echo.
+    out = await _run_with_speaker(_question(1) + _overlap(2, "on the Seine", "On the Seine."), sp)
+    assert _verdicts(out) == ["echo"]
+    # Words the reply said ten seconds ago, said by the user now: theirs, an interruption.
+    sp = _speaker_playing("The capital of France is Paris.", "It lies on the Seine.")
+    out = await _run_with_speaker(
+        _question(1) + _overlap(2, "capital of France", "The capital of France, Paris?"), sp
+    )
+    assert _verdicts(out) == ["interrupt"]
+    assert _interrupts(out) == [1, 2]
+
+
+async def test_the_duration_rule_waits_for_the_speaker_to_play_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Undecided speech while the client still has seconds of the paused reply to play
+    is likely its echo: the duration rule waits until the speaker is silent."""
+    monkeypatch.setattr(turns, "AFTER_SPEAKER_NS", 100_000_000)
+    sp = Speaker(16000)
+    t0 = now_ns()
+    for i in range(0, 16000 * 10, 320):  # 10 s of reply audio the client has yet to play
+        sp.sent(1, t0 + i * 1_000_000_000 // 16000, 320, 16000, np.zeros(320, np.float32))
+    cfg = dataclasses.replace(TurnsConfig(), overlap_max_wait_ms=100)
+    out: list[Frame] = []
+    p = Pipeline([BargeIn(cfg, sp)], sink(out))
+    await p.start()
+    for f in [*_question(1), SpeechStart(turn_id=2, media_ns=5)]:
+        await p.put(f)
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.5)
+    assert _verdicts(out) == []  # past max_wait_ms, but the speaker still plays
+    sp.done(1, played_samples=16000 * 6 // 10, sample_rate=16000)  # it stopped at 0.6 s
+    for _ in range(300):
+        if _verdicts(out):
+            break
+        await asyncio.sleep(0.01)
+    await p.stop()
+    assert _verdicts(out) == ["interrupt"]
+    (span,) = [f for f in out if isinstance(f, SpanFrame)]
+    assert span.end_ns >= sp.silent_from() + 100_000_000

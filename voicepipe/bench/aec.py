@@ -17,8 +17,6 @@ upper bound of what it could do.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import json
 from typing import Any
 
@@ -28,9 +26,6 @@ SR = 16000
 FRAME = 160  # 10 ms
 FILTER_MS = 250  # the canceller's tail: longer than path delay + room response
 PATHS = ((-6.0, 30.0), (-10.0, 50.0), (-20.0, 120.0))
-# speex_echo.h / speex_preprocess.h request codes
-_SET_SAMPLING_RATE = 24
-_SET_ECHO_STATE = 24
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,51 +39,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _lib() -> Any:
-    name = ctypes.util.find_library("speexdsp") or "libspeexdsp.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as e:
-        raise RuntimeError("libspeexdsp not found: apt-get install -y libspeexdsp1") from e
-    lib.speex_echo_state_init.restype = ctypes.c_void_p
-    lib.speex_echo_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
-    lib.speex_echo_cancellation.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 3
-    lib.speex_echo_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    lib.speex_echo_state_destroy.argtypes = [ctypes.c_void_p]
-    lib.speex_preprocess_state_init.restype = ctypes.c_void_p
-    lib.speex_preprocess_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
-    lib.speex_preprocess_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    lib.speex_preprocess_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.speex_preprocess_state_destroy.argtypes = [ctypes.c_void_p]
-    return lib
-
-
 def cancel(mic: np.ndarray, ref: np.ndarray, *, suppress: bool = True) -> np.ndarray:
-    """speexdsp's echo canceller (+ its residual-echo suppressor) on 16 kHz float audio."""
-    lib = _lib()
+    """speexdsp's echo canceller (+ its residual-echo suppressor) on 16 kHz float audio:
+    the server's own (voicepipe.audio.EchoCanceller), run offline."""
+    from voicepipe.audio import EchoCanceller
+
+    aec = EchoCanceller(SR, FILTER_MS)
     n = (min(len(mic), len(ref)) // FRAME) * FRAME
-    m16 = np.round(np.clip(mic[:n], -1, 1) * 32767).astype(np.int16)
-    r16 = np.round(np.clip(ref[:n], -1, 1) * 32767).astype(np.int16)
-    out = np.zeros(n, np.int16)
-    echo = lib.speex_echo_state_init(FRAME, SR * FILTER_MS // 1000)
-    pre = lib.speex_preprocess_state_init(FRAME, SR) if suppress else None
-    rate = ctypes.c_int(SR)
-    lib.speex_echo_ctl(echo, _SET_SAMPLING_RATE, ctypes.byref(rate))
-    if pre is not None:
-        lib.speex_preprocess_ctl(pre, _SET_ECHO_STATE, ctypes.c_void_p(echo))
+    out = np.zeros(n, np.float32)
     try:
-        buf = np.zeros(FRAME, np.int16)
         for i in range(0, n, FRAME):
-            mi, ri = m16[i : i + FRAME].copy(), r16[i : i + FRAME].copy()
-            lib.speex_echo_cancellation(echo, mi.ctypes.data, ri.ctypes.data, buf.ctypes.data)
-            if pre is not None:
-                lib.speex_preprocess_run(pre, buf.ctypes.data)
-            out[i : i + FRAME] = buf
+            cancelled, suppressed = aec.process(mic[i : i + FRAME], ref[i : i + FRAME])
+            out[i : i + FRAME] = suppressed if suppress else cancelled
     finally:
-        if pre is not None:
-            lib.speex_preprocess_state_destroy(pre)
-        lib.speex_echo_state_destroy(echo)
-    return out.astype(np.float32) / 32767
+        aec.close()
+    return out
 
 
 def _speech_share(pcm: np.ndarray) -> float:

@@ -15,7 +15,12 @@ and out, half at 16 kHz):
   the answer was cut or the backchannel was answered as a turn of its own.
 - **interruption**: the same, with "wait, stop", "no, I meant Spain" …
   ``detected_rate`` (the answer was cut), ``delay_ms`` (the barge-in's first sample sent
-  → the client got the ``interrupt``), ``within_400ms_rate``.
+  → the client got the ``interrupt``: the verdict), ``within_400ms_rate``; ``stop_ms``
+  (the barge-in's first sample → the end of the last 10 ms in which the client's speaker
+  played some of the answer that was cut: paused at the onset, ``turns.pause_on_speech``,
+  it stops there), ``stopped_within_400ms_rate``. For backchannels, ``unplayed_ms``: audio
+  of an answer that went on that the speaker never played (0: it resumed where it
+  stopped).
 - **echo**: the answer plays through a simulated speakerphone (core/playout/room.py:
   gain, path delay, a synthetic room response) back into the mic, the user silent
   (``self_interruption_rate``, ``echo_turns``: turns of the assistant's own words that
@@ -134,12 +139,23 @@ def _overlap(res: Any, first: int) -> dict[str, Any]:
     # (an interrupt before the barge-in began was the echo's, not the user's)
     began = res.barge_in_ns if res.barge_in_ns is not None else 0
     cut = [at for t, at in res.interrupts if t > first and at >= began]
-    delay = None
+    delay = stop = unplayed = None
     if cut and res.barge_in_ns is not None:
         delay = round((cut[0] - res.barge_in_ns) / 1e6, 1)
+    if reply is not None and reply.interrupted and res.barge_in_ns is not None:
+        # The last sound of the cut reply: paused at the onset, it stopped there.
+        if reply.last_play_ns is not None:
+            stop = round(max(0, reply.last_play_ns - res.barge_in_ns) / 1e6, 1)
+    if reply is not None and not reply.interrupted and res.output_sample_rate:
+        # A reply that went on: what it sent and the speaker never played (0: resumed
+        # where it stopped, nothing lost)
+        received = sum(len(x) for x in reply.frames.values())
+        unplayed = round(max(0, received - reply.played_samples) * 1e3 / res.output_sample_rate)
     return {
         "interrupted": bool(reply is not None and reply.interrupted),
         "interrupt_ms": delay,
+        "stop_ms": stop,
+        "unplayed_ms": unplayed,
         "later_turns": [t.transcript for t in later],
         "answered_later": sum(1 for t in later if t.reply_text.strip()),
         "reply": reply.reply_text if reply is not None else "",
@@ -242,10 +258,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     bc = of("backchannel")
     if bc:
         false = sum(r["interrupted"] or r["answered_later"] > 0 for r in bc)
+        lost = [r["unplayed_ms"] for r in bc if r.get("unplayed_ms") is not None]
         out["backchannel"] = {
             "n": len(bc),
             "false_barge_in_rate": _rate(false, len(bc)),
             "reply_went_on_rate": _rate(sum(not r["interrupted"] for r in bc), len(bc)),
+            "unplayed_ms_max": max(lost) if lost else None,
         }
     talked_over = {
         "interruption": of("interruption"),
@@ -257,12 +275,18 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         delays = [
             r["interrupt_ms"] for r in rs if r["interrupted"] and r["interrupt_ms"] is not None
         ]
+        # When the cut reply was last heard: what the user hears of being interrupted
+        # (paused at the onset, it stops there); delay_ms is the verdict's.
+        stops = [r["stop_ms"] for r in rs if r["interrupted"] and r.get("stop_ms") is not None]
         out[name] = {
             "n": len(rs),
             "detected_rate": _rate(sum(r["interrupted"] for r in rs), len(rs)),
             "within_400ms_rate": _rate(sum(d <= WITHIN_MS for d in delays), len(rs)),
             "delay_ms_p50": _pct(delays, 50),
             "delay_ms_max": max(delays) if delays else None,
+            "stopped_within_400ms_rate": _rate(sum(q <= WITHIN_MS for q in stops), len(rs)),
+            "stop_ms_p50": _pct(stops, 50),
+            "stop_ms_max": max(stops) if stops else None,
         }
     echo = of("echo", user_talks=False)
     if echo:

@@ -1,8 +1,10 @@
 """`voicepipe serve` (default): the whole assistant on the built-in default models.
 
-    AudioIn ─► AsrStage (VAD, endpointing, partials, final)
-            ─► BargeIn (speech start → Interrupt of older turns; during a reply, by
-                        its words: a backchannel or echo lets it go on)
+    AudioIn ─► EchoCancel (the assistant's own voice out of the mic: speexdsp, fed
+                           what the client played; audio.echo_cancel)
+            ─► AsrStage (VAD, endpointing, partials, final)
+            ─► BargeIn (speech start → Interrupt of older turns; during a reply, pause
+                        it and judge by its words: a backchannel or echo resumes it)
             ─► LlmStage (speculative decoding, clause chunker)
             ─► TTSStage (codec LM + β-tolerance speculative decoding → HiFi-GAN)
             ─► OutputStage (20 ms frames paced at real time) ─► client
@@ -29,6 +31,7 @@ from voicepipe.stage import Stage, TurnCounter
 
 def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     from voicepipe.stages.asr import AsrStage
+    from voicepipe.stages.echo import EchoCancel, Speaker
     from voicepipe.stages.llm.stage import LlmStage
     from voicepipe.stages.output import OutputStage
     from voicepipe.stages.tts import TTSStage
@@ -36,12 +39,16 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
 
     turns = TurnCounter()  # the user's turns and the assistant's alerts (timers) alike
     eot = EndOfTurnBoard()  # the LLM's P(end of turn) for the ASR's endpointer
+    # What the client's speaker played, when: the output stage records it, the echo
+    # canceller and the barge-in judge read it (core/playout/speaker.py).
+    speaker = Speaker(cfg.audio.asr_sample_rate)
     return [
+        EchoCancel(cfg, speaker),
         AsrStage(cfg, turns=turns, eot=eot),
-        BargeIn(cfg.turns),
+        BargeIn(cfg.turns, speaker),
         LlmStage(cfg, turns=turns, eot=eot),
         TTSStage(cfg),
-        OutputStage(cfg, session),
+        OutputStage(cfg, session, speaker=speaker),
     ]
 
 

@@ -12,6 +12,13 @@ without limit.
 Frames this stage emits (the server turns them into wire messages):
 ``ReplyStarted`` → ``reply_start``, ``AudioOut`` → a kind-2 audio frame,
 ``ReplyFinished`` → ``reply_end``.
+
+``PlayoutHold`` (from the barge-in stage, while speech over the reply is judged) stops
+the sending at the next frame; ``hold=False`` resumes where it stopped, the output
+timeline jumped forward by the pause (as after a silence between replies), so the
+client's playout buffer sees no late frames. With a ``Speaker`` (core/playout/speaker.py)
+every frame sent, resampled to the ASR's rate, and each text chunk's start are recorded
+there: the echo canceller's reference and the echo gating's words.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import soxr
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
+from voicepipe.core.playout.speaker import Speaker
 from voicepipe.core.wire.protocol import pcm16_from_float
 from voicepipe.frames import (
     Cancel,
@@ -32,6 +40,7 @@ from voicepipe.frames import (
     InputEnd,
     Interrupt,
     MetricsFrame,
+    PlayoutHold,
     ReplyAudio,
     ReplyEnd,
     SystemFrame,
@@ -81,9 +90,14 @@ class Pacer:
             self.epoch_ns = now_ns + self.lead_ns
             self.next_ts = 0
         else:
-            due = math.ceil((now_ns + self.lead_ns - self.epoch_ns) * self.rate / 1e9)
-            self.next_ts = max(self.next_ts, due)
+            self.resume(now_ns)
         return self.next_ts
+
+    def resume(self, now_ns: int) -> None:
+        """After a pause: the next sample plays no earlier than ``lead_ns`` from now."""
+        assert self.epoch_ns is not None, "start_reply first"
+        due = math.ceil((now_ns + self.lead_ns - self.epoch_ns) * self.rate / 1e9)
+        self.next_ts = max(self.next_ts, due)
 
     def play_ns(self, media_ts: int) -> int:
         assert self.epoch_ns is not None, "start_reply first"
@@ -101,8 +115,20 @@ class Pacer:
 class OutputStage(Stage):
     name = "output"
 
-    def __init__(self, cfg: Config, session: object, *, queue_size: int = 8) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        session: object,
+        *,
+        queue_size: int = 8,
+        speaker: Speaker | None = None,
+    ) -> None:
         super().__init__(queue_size=queue_size)
+        self.speaker = speaker
+        self._ref: soxr.ResampleStream | None = None  # this reply's audio → speaker.rate
+        self._playing = asyncio.Event()  # cleared while a PlayoutHold is on
+        self._playing.set()
+        self.holds = 0
         rate = int(getattr(session, "output_sample_rate", 0) or cfg.audio.output_sample_rate)
         frame_ms = int(getattr(session, "frame_ms", 0) or cfg.audio.frame_ms)
         self.rate = rate
@@ -124,6 +150,9 @@ class OutputStage(Stage):
                 await self._finish(self.reply_turn, "", interrupted=False)
             if self.reply_turn is None:
                 await self._begin(frame.turn_id)
+            if frame.text and self.speaker is not None:
+                at = self.sent + len(self._pending)  # (the chunk starts after what is queued)
+                self.speaker.chunk(frame.turn_id, frame.text, at)
             self._pending = np.concatenate([self._pending, self._resample(frame)])
             while len(self._pending) >= self.frame_len:
                 chunk, self._pending = (
@@ -144,7 +173,12 @@ class OutputStage(Stage):
             await self.push(frame)
 
     async def on_system(self, frame: SystemFrame) -> None:
+        if isinstance(frame, PlayoutHold):
+            self._hold(frame.hold)
+            return
         turn = self.reply_turn
+        if isinstance(frame, Interrupt):
+            self._hold(False)  # (the reply it held is cut below; a later one must play)
         if turn is None:
             return
         cut = (isinstance(frame, Interrupt) and turn < frame.turn_id) or (
@@ -154,6 +188,15 @@ class OutputStage(Stage):
             sent = self.sent
             self._reset()
             await self.push(ReplyFinished(turn_id=turn, samples=sent, interrupted=True))
+
+    def _hold(self, hold: bool) -> None:
+        if hold and self._playing.is_set():
+            self._playing.clear()
+            self.holds += 1
+        elif not hold and not self._playing.is_set():
+            if self.pacer.epoch_ns is not None:
+                self.pacer.resume(now_ns())  # the timeline jumps by the pause
+            self._playing.set()
 
     # ------------------------------------------------------------------ helpers
 
@@ -182,14 +225,18 @@ class OutputStage(Stage):
 
     async def _send(self, pcm: np.ndarray, *, last: bool) -> None:
         assert self.reply_turn is not None
-        ts = self.pacer.next_ts
-        wait_ns = self.pacer.send_ns(ts) - now_ns()
-        if wait_ns > 0:
-            await asyncio.sleep(wait_ns / 1e9)
-        else:
-            if now_ns() > self.pacer.play_ns(ts):
-                self.late_frames += 1  # produced after it should already be heard
-            await asyncio.sleep(0)  # a late burst must still let other sessions run
+        while True:
+            await self._playing.wait()  # a PlayoutHold: not one more frame until resumed
+            ts = self.pacer.next_ts
+            wait_ns = self.pacer.send_ns(ts) - now_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
+            else:
+                if now_ns() > self.pacer.play_ns(ts):
+                    self.late_frames += 1  # produced after it should already be heard
+                await asyncio.sleep(0)  # a late burst must still let other sessions run
+            if self._playing.is_set():
+                break
         if self._cut_pending():
             # The Interrupt is queued but not handled yet: not one more frame.
             raise asyncio.CancelledError
@@ -202,6 +249,10 @@ class OutputStage(Stage):
             last=last,
         )
         await self.push(out)
+        if self.speaker is not None:
+            self.speaker.sent(
+                self.reply_turn, self.pacer.play_ns(ts), len(pcm), self.rate, self._to_ref(pcm)
+            )
         self.seq = (self.seq + 1) % (1 << 32)
         self.pacer.advance(len(pcm))
         self.sent += len(pcm)
@@ -236,7 +287,23 @@ class OutputStage(Stage):
             )
         )
 
+    def _to_ref(self, pcm: np.ndarray, *, last: bool = False) -> np.ndarray:
+        """Sent audio at the speaker's (the ASR's) rate, one stream per reply."""
+        assert self.speaker is not None
+        if self.speaker.rate == self.rate:
+            return pcm
+        if self._ref is None:
+            self._ref = soxr.ResampleStream(
+                self.rate, self.speaker.rate, 1, dtype="float32", vr=True
+            )
+        out: np.ndarray = self._ref.resample_chunk(pcm, last=last)
+        return out
+
     def _reset(self) -> None:
+        if self.speaker is not None and self.reply_turn is not None:
+            tail = self._to_ref(np.zeros(0, np.float32), last=True) if self._ref else None
+            self.speaker.finish(self.reply_turn, tail)
+        self._ref = None
         self.reply_turn = None
         self.sent = 0
         self._pending = np.zeros(0, np.float32)

@@ -266,9 +266,15 @@ class TTSStage(Stage):
                             },
                         )
                     )
+                text = frame.text if samples == 0 else ""  # (echo gating times its words)
                 samples += len(pcm)
                 await self.push(
-                    ReplyAudio(turn_id=frame.turn_id, pcm=pcm, sample_rate=self.backend.sample_rate)
+                    ReplyAudio(
+                        turn_id=frame.turn_id,
+                        pcm=pcm,
+                        sample_rate=self.backend.sample_rate,
+                        text=text,
+                    )
                 )
         finally:
             self._record(frame.turn_id, frame.text, samples / self.backend.sample_rate, complete)

@@ -15,8 +15,18 @@ against the reply's own words (``ReplyWords``, sent upstream by the LLM):
 
 - **interrupt**: the ``Interrupt`` goes out, then the held frames, and the turn goes on
   as any other (measured from the turn's onset: span ``turns.overlap``);
-- **backchannel** or **echo**: the held frames are dropped, the reply plays on with no
-  gap (it was never paused), and the turn never reaches the LLM or its conversation.
+- **backchannel** or **echo**: the held frames are dropped, the reply resumes where it
+  stopped, and the turn never reaches the LLM or its conversation.
+
+While the judge listens, the reply is paused (``[turns] pause_on_speech``): a
+``PlayoutHold`` goes downstream with the onset, so the assistant goes quiet within the
+audio the client already holds, not after the words are in; the verdict resumes it
+(``hold=False``) or cuts it (``Interrupt``).
+
+The echo reference is the reply's words the loudspeaker played from
+``turns.echo_words_ms`` before the speech began until the judgment (``Speaker``,
+core/playout/speaker.py, fed by the output stage and the client's playback reports);
+without a ``Speaker`` it is the whole text of the replies in flight (``ReplyWords``).
 
 Each decision is a ``turns.overlap`` span (onset → decision; attrs: verdict, text).
 ``[turns] backchannel = false`` restores barge-in on speech onset alone.
@@ -34,12 +44,14 @@ from dataclasses import dataclass, field
 
 from voicepipe.clock import now_ns
 from voicepipe.config import TurnsConfig
+from voicepipe.core.playout.speaker import Speaker
 from voicepipe.core.turns.overlap import OverlapConfig, OverlapJudge, Verdict
 from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import (
     Frame,
     Interrupt,
     PlaybackReport,
+    PlayoutHold,
     ReplyWords,
     SessionSetup,
     SpanFrame,
@@ -56,6 +68,10 @@ from voicepipe.stage import Stage
 __all__ = ["BargeIn", "EndOfTurnBoard"]
 
 SPAN = "turns.overlap"
+# Speech over a paused reply is the user's, not its echo, once it goes on this long after
+# the last audio the client had to play (the room's reverberation, the alignment's error).
+AFTER_SPEAKER_NS = 500_000_000
+MAX_SPEAKER_WAIT_NS = 1_500_000_000
 # After the client reports a reply played to the end, its echo may still be in the room
 # (path delay, reverberation) and in the ASR's pipeline: it stays a reference this long.
 ECHO_TAIL_NS = 1_000_000_000
@@ -97,9 +113,12 @@ class _Held:
 class BargeIn(Stage):
     name = "turns"
 
-    def __init__(self, cfg: TurnsConfig | None = None) -> None:
+    def __init__(self, cfg: TurnsConfig | None = None, speaker: Speaker | None = None) -> None:
         super().__init__()
         cfg = cfg or TurnsConfig()
+        self.speaker = speaker
+        self.pause = cfg.pause_on_speech
+        self.echo_words_ns = cfg.echo_words_ms * 1_000_000
         self.enabled = True  # off: the endpoint decides (Realtime interrupt_response=false)
         self.judging = cfg.backchannel
         self.overlap = OverlapConfig(max_wait_ms=cfg.overlap_max_wait_ms)
@@ -131,7 +150,7 @@ class BargeIn(Stage):
         if isinstance(frame, ReplyWords):  # from the LLM, for this stage only
             if frame.turn_id not in self._ended and frame.turn_id >= self.current_turn:
                 self._replies.setdefault(frame.turn_id, _Reply()).extend(frame.text, now_ns())
-            if self._held is not None:
+            if self._held is not None and self.speaker is None:
                 self._held.judge.add_reference(frame.text)
             return True
         return await super()._handle_system(frame)
@@ -193,14 +212,27 @@ class BargeIn(Stage):
             await self.push(Interrupt(turn_id=frame.turn_id, reason="barge-in"))
             await self.push(frame)
             return
-        reference = " ".join(r.text for r in self._replies.values())
+        reference = "" if self.speaker else " ".join(r.text for r in self._replies.values())
         held = _Held(frame.turn_id, OverlapJudge(self.overlap, reference), frame.t_ns, [frame])
         held.timer = asyncio.create_task(self._wait(held), name=f"turns:overlap:{held.turn}")
         self._held = held
+        if self.pause:
+            await self.push(PlayoutHold(turn_id=frame.turn_id, hold=True))
 
     async def _wait(self, held: _Held) -> None:
-        """The duration rule: speech that goes on past ``max_wait_ms`` undecided."""
+        """The duration rule: speech that goes on past ``max_wait_ms`` undecided, and (with
+        a ``Speaker``) ``AFTER_SPEAKER_NS`` past the end of what the client's speaker had
+        to play: the reply paused, its echo cannot outlast the audio the client still
+        held (a busy client holds seconds of it), the user can."""
         await asyncio.sleep(self.overlap.max_wait_ms / 1000)
+        # At most MAX_SPEAKER_WAIT_NS more: a reply not paused (pause_on_speech off, or
+        # still being sent) keeps the speaker busy for as long as it lasts.
+        give_up = now_ns() + MAX_SPEAKER_WAIT_NS
+        while self.speaker is not None:
+            wait_ns = min(self.speaker.silent_from() + AFTER_SPEAKER_NS, give_up) - now_ns()
+            if wait_ns <= 0:
+                break
+            await asyncio.sleep(min(wait_ns, 1e9) / 1e9)
         held.timer = None  # (settling cancels the timer: not this very task)
         await self._judge(held.turn, lambda j, t: j.on_time(t))
 
@@ -209,7 +241,12 @@ class BargeIn(Stage):
             held = self._held
             if held is None or held.turn != turn:
                 return  # settled already
-            verdict = ask(held.judge, held.ms(now_ns()))
+            now = now_ns()
+            if self.speaker is not None:
+                # Only what was played moments before (and since): not the whole reply.
+                since = held.onset_ns - self.echo_words_ns
+                held.judge.set_reference(self.speaker.words(since, now))
+            verdict = ask(held.judge, held.ms(now))
             if verdict is Verdict.PENDING:
                 return
             self._held = None
@@ -234,6 +271,8 @@ class BargeIn(Stage):
                         self._expect_reply(turn)
             else:
                 self._dropped.add(turn)
+                if self.pause:
+                    await self.push(PlayoutHold(turn_id=turn, hold=False))
 
     async def stop(self) -> None:
         held, self._held = self._held, None

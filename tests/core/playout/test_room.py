@@ -46,3 +46,11 @@ def test_the_room_smears_a_click_into_its_impulse_response() -> None:
 def test_take_before_anything_played_is_silence() -> None:
     path = EchoPath(gain_db=-6, delay_ms=0, in_rate=16000, out_rate=48000)
     assert not path.take(320).any()
+
+
+def test_integer_samples_are_refused() -> None:
+    """int16 from a playout, taken as floats, would come back 90 dB too loud and clip the
+    mic (the headless client did that: bench turns' echo was full-scale, not -10 dB)."""
+    path = EchoPath(gain_db=-10, delay_ms=50, in_rate=16000, out_rate=16000)
+    with pytest.raises(TypeError, match="float"):
+        path.played(np.full(160, 1000, np.int16))

@@ -61,6 +61,9 @@ class EchoPath:
 
     def played(self, pcm: np.ndarray) -> None:
         """A block the speaker played (float32 at the output rate)."""
+        if not np.issubdtype(np.asarray(pcm).dtype, np.floating):
+            # int16 samples taken as floats would come back 90 dB too loud, clipped
+            raise TypeError(f"played() takes float audio in [-1, 1], got {np.asarray(pcm).dtype}")
         x = np.asarray(pcm, np.float64).reshape(-1)
         if not len(x):
             return

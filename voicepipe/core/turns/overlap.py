@@ -17,10 +17,11 @@ ASR's partial and final transcripts) and its duration, not by energy:
   keeps talking means it, whatever Whisper made of it) → **interrupt**.
 
 A partial that looks like a backchannel or echo does not settle the turn (the user may go
-on: "yeah, but …"); only the end of the turn does. The reference for echo is the text of
-the reply in flight (and of the one just finished): the whole text rather than the words
-being played at that moment, so no estimate of the echo path's delay is needed, at the
-cost of treating a user who repeats the reply's own words as echo.
+on: "yeah, but …"); only the end of the turn does. The reference for echo is what the
+caller sets: in the server, the reply's words the loudspeaker played from a couple of
+seconds before the speech began until now (``set_reference``, from
+core/playout/speaker.py), so a user who repeats words the reply said earlier is heard; a
+caller with no playback timing gives the reply's whole text (``add_reference``).
 """
 
 from __future__ import annotations
@@ -133,6 +134,10 @@ class OverlapJudge:
     def add_reference(self, text: str) -> None:
         """More of the reply's text (it is generated while the user speaks)."""
         self.reference = self.reference | frozenset(words_of(text))
+
+    def set_reference(self, words: list[str]) -> None:
+        """The reply's words the user may be hearing back now (played moments ago)."""
+        self.reference = frozenset(words_of(" ".join(words)))
 
     def on_partial(self, text: str, at_ms: float) -> Verdict:
         if self.verdict is not Verdict.PENDING:
