@@ -24,7 +24,7 @@ def test_summary_rates_and_delays() -> None:
         {"kind": "complete", "turns": 2, "eot_delay_ms": [500.0, 600.0]},
         {"kind": "paused", "turns": 2},
         {"kind": "paused", "turns": 1},
-        {"kind": "backchannel", "interrupted": False, **base},
+        {"kind": "backchannel", "interrupted": False, **base, "unplayed_ms": 40.0},
         {"kind": "backchannel", "interrupted": False, **base, "answered_later": 1},
         {"kind": "interruption", "interrupted": True, "interrupt_ms": 300.0, **base},
         {"kind": "interruption", "interrupted": True, "interrupt_ms": 900.0, **base},
@@ -34,7 +34,12 @@ def test_summary_rates_and_delays() -> None:
     s = summarize(rows)
     assert s["complete"]["eot_delay_ms_p50"] == 500.0 and s["complete"]["split_rate"] == 0.5
     assert s["paused"]["false_cutoff_rate"] == 0.5
-    assert s["backchannel"] == {"n": 2, "false_barge_in_rate": 0.5, "reply_went_on_rate": 1.0}
+    assert s["backchannel"] == {
+        "n": 2,
+        "false_barge_in_rate": 0.5,
+        "reply_went_on_rate": 1.0,
+        "unplayed_ms_max": 40.0,  # audio of a resumed answer never played
+    }
     i = s["interruption"]
     assert i["detected_rate"] == round(2 / 3, 3) and i["within_400ms_rate"] == round(1 / 3, 3)
     assert i["delay_ms_max"] == 900.0
