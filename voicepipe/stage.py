@@ -110,6 +110,10 @@ class Stage:
     """
 
     name = "stage"
+    # An intake stage takes the microphone's audio (echo cancelling, ASR): it is where
+    # turns come from, so nothing it holds is an older turn's work, and an Interrupt or
+    # Cancel passing through must neither drop its frames nor cancel its work.
+    intake = False
 
     def __init__(self, *, queue_size: int = 64) -> None:
         self.inbox = Inbox(queue_size)
@@ -140,13 +144,17 @@ class Stage:
     # ------------------------------------------------------------- engine
 
     def _stale(self, frame: Frame, turn: int) -> bool:
+        if self.intake:
+            return False
         # InputEnd belongs to the session, not to a turn: it must survive every interrupt,
         # or the server would never say "done" after a barge-in.
         return frame.turn_id < turn and not isinstance(frame, InputEnd)
 
     async def _handle_system(self, frame: SystemFrame) -> bool:
         """Returns False when the stage should stop."""
-        if isinstance(frame, Interrupt):
+        if self.intake and isinstance(frame, Interrupt | Cancel):
+            self.current_turn = max(self.current_turn, frame.turn_id)
+        elif isinstance(frame, Interrupt):
             self.current_turn = max(self.current_turn, frame.turn_id)
             self.inbox.drop_data(lambda f: not self._stale(f, frame.turn_id))
             if self._work is not None and not self._work.done() and self._work_turn < frame.turn_id:

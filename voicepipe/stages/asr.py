@@ -54,16 +54,13 @@ from voicepipe.core.turns.partials import StablePrefix
 from voicepipe.core.turns.semantic import Eagerness, EndOfTurnBoard, eagerness
 from voicepipe.frames import (
     AudioIn,
-    Cancel,
     Frame,
     InputEnd,
-    Interrupt,
     SessionSetup,
     SpanFrame,
     SpeechEnd,
     SpeechResumed,
     SpeechStart,
-    SystemFrame,
     TranscriptFinal,
     TranscriptPartial,
     TranscriptStable,
@@ -126,6 +123,7 @@ class _Turn:
 
 class AsrStage(Stage):
     name = "asr"
+    intake = True  # the source of turns: never cancel audio intake mid-frame (voicepipe/stage.py)
 
     def __init__(
         self,
@@ -213,19 +211,6 @@ class AsrStage(Stage):
             self._idle.clear()
             self._wake.set()
             await self._idle.wait()
-
-    def _stale(self, frame: Frame, turn: int) -> bool:
-        # This stage is the source of turns: the audio it receives is never an old turn's work.
-        return False
-
-    async def _handle_system(self, frame: SystemFrame) -> bool:
-        if isinstance(frame, Interrupt | Cancel):
-            # Nothing here belongs to an older turn; never cancel audio intake mid-frame.
-            self.current_turn = max(self.current_turn, frame.turn_id)
-            await self.on_system(frame)
-            await self.push(frame)
-            return True
-        return await super()._handle_system(frame)
 
     async def process(self, frame: Frame) -> None:
         if isinstance(frame, AudioIn):

@@ -35,10 +35,8 @@ from voicepipe.core.playout.echo_gate import EchoGate
 from voicepipe.core.playout.speaker import MicClock, Speaker
 from voicepipe.frames import (
     AudioIn,
-    Cancel,
     Frame,
     InputEnd,
-    Interrupt,
     PlaybackReport,
     SystemFrame,
 )
@@ -57,6 +55,7 @@ _warned = False  # the fallback's log line: once per process, not once per sessi
 
 class EchoCancel(Stage):
     name = "echo"
+    intake = True  # the microphone's audio: never an old turn's work (voicepipe/stage.py)
 
     def __init__(self, cfg: Config, speaker: Speaker) -> None:
         super().__init__()
@@ -86,19 +85,6 @@ class EchoCancel(Stage):
     async def stop(self) -> None:
         if self.aec is not None:
             self.aec.close()
-
-    def _stale(self, frame: Frame, turn: int) -> bool:
-        # The microphone's audio is never an old turn's work (as in the ASR stage): an
-        # Interrupt entering here (a client's, a Realtime response's) must drop none of it.
-        return False
-
-    async def _handle_system(self, frame: SystemFrame) -> bool:
-        if isinstance(frame, Interrupt | Cancel):
-            self.current_turn = max(self.current_turn, frame.turn_id)
-            await self.on_system(frame)
-            await self.push(frame)
-            return True
-        return await super()._handle_system(frame)
 
     async def on_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, PlaybackReport):
