@@ -31,15 +31,6 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
-@contextmanager
-def _kernel_threads(want: int) -> Iterator[int]:
-    """The fused kernel's threads for one pass, claimed from the process's budget
-    (voicepipe/nn/threads.py: counted, so other calls then keep to one thread): 0, the
-    model's own setting, when one is wanted."""
-    with BUDGET.claim(want) as n:
-        yield n if want > 1 else 0
-
-
 class ModelTarget:
     tree = False  # scores chains only (FeatureTarget on the fused kernel: trees too)
 
@@ -63,6 +54,11 @@ class ModelTarget:
         # Counters over the target's life (callers take differences around a turn):
         self.prefilled = 0  # prompt tokens run through the model by prefill / feed / share
         self.shared = 0  # prompt tokens copied from the prefix cache instead
+        self.passes = 0  # model passes run
+        # passes that wanted several threads and got one, because another model call (the
+        # ASR, the TTS, another session) was in flight: what slows a turn's decode in a
+        # server against the same pass measured alone (llm.tpot's attributes)
+        self.narrowed = 0
         # Threads of the fused kernel for a pass of several prompt tokens (1: the model's
         # own setting). A prompt pass is compute-bound and runs while the other stages
         # wait for the reply, so a second core nearly halves it (a decode pass: see
@@ -113,7 +109,7 @@ class ModelTarget:
         # model call runs (voicepipe/nn/threads.py), else one. The kernel splits by
         # output rows and heads: the result does not depend on it.
         want = self.prefill_threads if end - start > 1 else 1
-        with _kernel_threads(want) as n:
+        with self._kernel_threads(want) as n:
             logits = llama.prefill(
                 self.model, self.cache, tokens[start:end], self.feats, n, self.rowwise_prompt
             )
@@ -153,7 +149,7 @@ class ModelTarget:
             return None
         self.rollback(n)
         t = torch.as_tensor(tokens[n:], dtype=torch.long)
-        with _kernel_threads(self.prefill_threads if len(t) > 1 else 1) as th:
+        with self._kernel_threads(self.prefill_threads if len(t) > 1 else 1) as th:
             logits = llama.forward(
                 self.model, self.cache, t, n, rowwise=True, feats=self.feats, threads=th
             )  # (T, V): every row's head, a few rows
@@ -197,10 +193,20 @@ class ModelTarget:
         self.prefixes.add(Prefix(tuple(tokens), self.cache.rows(0, end), f))
         return end - n
 
+    @contextmanager
+    def _kernel_threads(self, want: int) -> Iterator[int]:
+        """The fused kernel's threads for one pass, claimed from the process's budget
+        (voicepipe/nn/threads.py: counted, so other calls then keep to one thread): 0, the
+        model's own setting, when one is wanted."""
+        with BUDGET.claim(want) as n:
+            self.passes += 1
+            self.narrowed += n < want
+            yield n if want > 1 else 0
+
     def score(self, tokens: list[int], parents: list[int] | None = None) -> Scores:
         best = torch.empty(len(tokens), dtype=torch.long)  # each row's argmax
         want = self.decode_threads
-        with _kernel_threads(want) as n:
+        with self._kernel_threads(want) as n:
             logits = llama.verify(self.model, self.cache, tokens, self.feats, parents, best, n)
         self.fed += tokens
         return Scores(logits.numpy(), best.numpy())
@@ -210,7 +216,7 @@ class ModelTarget:
         forced text, speculative/jump.py: no head rows, no argmax for the others). The
         fused kernel computes each row as a one-token decode would, so the last row's
         choice is the one plain decoding makes."""
-        with _kernel_threads(self.decode_threads) as n:
+        with self._kernel_threads(self.decode_threads) as n:
             logits = llama.forward(
                 self.model, self.cache, torch.as_tensor(tokens, dtype=torch.long),
                 self.cache.length, last_only=True, rowwise=True, feats=self.feats, threads=n,

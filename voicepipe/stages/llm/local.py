@@ -148,6 +148,8 @@ class LocalEngine:
         ids = self.prompt(r.text)
         target = getattr(eng, "target", None)
         counts0 = (getattr(target, "prefilled", 0), getattr(target, "shared", 0))
+        # model passes of this reply, and those that ran on one thread for want of a core
+        passes0 = (getattr(target, "passes", 0), getattr(target, "narrowed", 0))
         chunks = await self._prefill(ids)
         stop = eng.tokenizer.stop_ids
         keep = tag_ids(eng.tokenizer) if conv.specs else frozenset()
@@ -283,7 +285,9 @@ class LocalEngine:
                 mean_ns = decode_ns // (n_tokens - 1)
                 r.tpot = (
                     last_tok_ns - mean_ns, last_tok_ns,
-                    {"tokens": n_tokens, "decode_ms": round(decode_ns / 1e6, 3)},
+                    {"tokens": n_tokens, "decode_ms": round(decode_ns / 1e6, 3),
+                     "passes": getattr(target, "passes", 0) - passes0[0],
+                     "narrowed": getattr(target, "narrowed", 0) - passes0[1]},
                 )  # fmt: skip
             if rounds:
                 m["tool_rounds"] = rounds
