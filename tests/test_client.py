@@ -69,3 +69,14 @@ def test_make_playout_honours_the_seam(name: str) -> None:
     assert {"underruns", "concealed_ms", "current_delay_ms", "target_delay_ms"} <= set(p.stats())
     with pytest.raises(ValueError):
         make_playout("nope", config.Config(), RATE)
+
+
+def test_lead_silence_is_the_time_before_the_first_audible_sample() -> None:
+    from voicepipe.client import lead_silence_ms
+
+    pcm = np.zeros(22050, np.int16)
+    pcm[6615:] = 3000  # audible from 300 ms
+    pcm[:100] = 50  # codec noise below -40 dBFS does not count
+    assert lead_silence_ms(pcm, 22050) == 300.0
+    assert lead_silence_ms(np.zeros(100, np.int16), 22050) is None
+    assert lead_silence_ms(pcm, 0) is None

@@ -659,6 +659,9 @@ class ClientSession:
                     # when the client sent the last speech sample → when the reply was heard
                     end_ns = res.first_send_ns + round(turn.speech_end_ms * 1e6 / self.speed)
                     turn.latency_ms[E2E_VOICE_TO_VOICE] = (first - end_ns) / 1e6
+                    lead = lead_silence_ms(turn.audio(), res.output_sample_rate)
+                    if lead is not None:  # the first word, heard after the reply's lead-in
+                        turn.latency_ms[VOICE_TO_SPEECH] = (first - end_ns) / 1e6 + lead
                     if turn.first_audio_ns is not None:  # before the playout buffer
                         arrived = (turn.first_audio_ns - end_ns) / 1e6
                         turn.latency_ms[VOICE_TO_FIRST_AUDIO] = arrived
@@ -682,6 +685,21 @@ class ClientSession:
 # Last speech sample sent → first reply audio received: what any client gets before its
 # own playout buffer (``bench e2e --endpoint both`` compares endpoints on it).
 VOICE_TO_FIRST_AUDIO = "client.voice_to_first_audio"
+# Last speech sample sent → the reply's first audible sample played: voice to voice plus
+# the silence the reply's audio starts with (played at the playout's steady pace from its
+# first sample). What a listener waits before the first word; equal to voice to voice
+# only when the TTS starts speaking at its first sample.
+VOICE_TO_SPEECH = "client.voice_to_speech"
+AUDIBLE = 10 ** (-40 / 20) * 32768  # -40 dBFS in int16: above the codec's noise floor
+
+
+def lead_silence_ms(pcm: np.ndarray, sample_rate: int) -> float | None:
+    """How long ``pcm`` (int16) stays below -40 dBFS from its start, in ms; None when it
+    never rises above it (or the rate is unknown)."""
+    if sample_rate <= 0 or pcm.size == 0:
+        return None
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > AUDIBLE)
+    return None if loud.size == 0 else float(loud[0]) * 1000.0 / sample_rate
 
 
 def _floats(d: dict[str, Any]) -> dict[str, float]:

@@ -323,8 +323,13 @@ def summarize(
     for s in first:
         if s.get("preempt"):
             preempt[s["preempt"]] = preempt.get(s["preempt"], 0) + 1
+    from voicepipe.client import VOICE_TO_SPEECH
+
+    heard = [s["latency_ms"][VOICE_TO_SPEECH] for s in first if VOICE_TO_SPEECH in s["latency_ms"]]
     return {
         "voice_to_voice_ms": pcts(v2v),
+        # to the first audible sample (the reply's own lead-in silence after voice_to_voice)
+        "voice_to_speech_ms": pcts(heard) if heard else None,
         "kinds": kinds(first),  # plain, long-first-sentence and tool turns apart
         "spans": spans,
         "jitter": jitter,

@@ -34,7 +34,7 @@ TAGGED: tuple[tuple[str, str], ...] = (
 )
 QUESTIONS = [q for q, _ in TAGGED]
 KIND_OF = dict(TAGGED)
-_SPANS = ("llm.ttft", "llm.first_chunk", "llm.tool")
+_SPANS = ("client.voice_to_speech", "llm.ttft", "llm.first_chunk", "llm.tool")
 
 
 def kinds(sessions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
