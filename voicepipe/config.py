@@ -295,11 +295,6 @@ class TtsConfig:
     # lower round-trip WER on the assistant's replies, docs/BENCHMARKS.md) or "predicted"
     # (the codec LM's own duration predictor, nn/tts/duration.py, which imitates them).
     durations: str = "teacher"
-    # Each chunk's edge pads (hibari's leading 300-375 ms of silence, an unpunctuated
-    # chunk's trailing 125-150 ms) capped at this many ms: the first word is heard that
-    # much sooner, and a phrase-break seam is not a sentence's pause (nn/tts/phonemes.py,
-    # trim_pads). 0: as the durations give them.
-    edge_pad_ms: int = 50
     # Every session's codec-LM synthesis on one worker (schedulers/tts_batch.py): LM steps of
     # all speaking sessions batched, vocoder pushes earliest run-dry first; a session's
     # synthesis waits while it is more than batch_ahead_ms ahead of its playout. On by

@@ -148,19 +148,3 @@ def test_warm_up_runs_once_per_process_not_per_session(monkeypatch) -> None:
 
     monkeypatch.setattr(session, "stream", no_synthesis)
     session.warm_up()
-
-
-def _lead_ms(audio: np.ndarray) -> float:
-    """Silence (below -40 dBFS) before the first audible sample, in ms at 22,050 Hz."""
-    loud = np.flatnonzero(np.abs(audio) > 10 ** (-40 / 20))
-    return float(loud[0]) * 1000 / 22050
-
-
-def test_the_edge_pad_cap_starts_the_voice_within_a_frame_or_two(tts: CodecLMTTS) -> None:
-    text, opts = "The capital of France is Paris.", TtsConfig(rule="greedy")
-    capped = tts.synth(text, opts).audio  # the default: tts.edge_pad_ms = 50
-    as_given = CodecLMTTS(tts.m, tts.codec, durations=tts.durations, edge_pad_ms=0)
-    uncapped = as_given.synth(text, opts).audio
-    # hibari's own leading pad is 12-15 units (300-375 ms) of silence
-    assert _lead_ms(uncapped) > 200 and _lead_ms(capped) < 100
-    assert len(uncapped) - len(capped) >= 5 * 1024  # frames the LM no longer spends on it

@@ -30,7 +30,7 @@ from voicepipe.nn.tts.codec_lm_decode import (  # noqa: F401 - re-exported for c
     plan,
 )
 from voicepipe.nn.tts.codec_synthesis import Synthesis, code_blocks, lm_steps
-from voicepipe.nn.tts.phonemes import UNIT_S, FrameAlign, align, frame_seconds, trim_pads
+from voicepipe.nn.tts.phonemes import FrameAlign, frame_seconds
 from voicepipe.speculative import rules
 from voicepipe.speculative.rules import Rule
 from voicepipe.speculative.sampling import SamplingParams
@@ -85,7 +85,6 @@ class CodecLMTTS:
         threads: int = 2,
         lm_threads: int = 1,
         durations: str = "predicted",
-        edge_pad_ms: int = 0,
     ) -> None:
         if durations not in DURATION_SOURCES:
             raise ValueError(
@@ -105,8 +104,6 @@ class CodecLMTTS:
         # Where the alignment comes from when the caller gives none: the codec LM's own
         # duration predictor, or the teacher's durations (nn/tts/teacher_durations.py).
         self.durations = durations
-        # hibari's edge pads capped at this (phonemes.trim_pads; 0: as predicted)
-        self.edge_pad_units = round(edge_pad_ms / 1000 / UNIT_S)
 
     @property
     def threads(self) -> int:
@@ -132,13 +129,7 @@ class CodecLMTTS:
         if models is None:
             models = load_models(models_path or registry.resolve("codec-lm-hibari"))
         codec = MelVQCodec.load(cfg.codec.model, q=cfg.codec.q, vocoder_name=cfg.codec.vocoder)
-        return cls(
-            models,
-            codec,
-            chunk_frames=cfg.codec.chunk_frames,
-            durations=cfg.tts.durations,
-            edge_pad_ms=cfg.tts.edge_pad_ms,
-        )
+        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames, durations=cfg.tts.durations)
 
     @classmethod
     def shared(cls, cfg, models_path: str | Path | None = None) -> CodecLMTTS:
@@ -161,13 +152,7 @@ class CodecLMTTS:
                     plan_for(codec.vocoder.model)  # prepack once, not in a session's turn
                 _SHARED[key] = (models, codec)
             models, codec = _SHARED[key]
-        return cls(
-            models,
-            codec,
-            chunk_frames=cfg.codec.chunk_frames,
-            durations=cfg.tts.durations,
-            edge_pad_ms=cfg.tts.edge_pad_ms,
-        )
+        return cls(models, codec, chunk_frames=cfg.codec.chunk_frames, durations=cfg.tts.durations)
 
     def distance(self) -> np.ndarray:
         """(V, V) level-0 code distances over their mean pairwise distance (unitless β).
@@ -243,8 +228,7 @@ class CodecLMTTS:
                 planned[piece] = None
                 return 0
             given = None if teacher is None else teacher(ids, pace)
-            durs = plan(self.m, ids, given, pace)[0]  # (the predictor's when not given)
-            al = align(trim_pads(durs, self.edge_pad_units))
+            al = plan(self.m, ids, given, pace)[1]
             planned[piece] = (piece, ids, al)
             return al.n_frames
 

@@ -37,24 +37,6 @@ def frame_seconds() -> float:
     return FRAME_SAMPLES / CODEC_RATE
 
 
-def trim_pads(durations: list[int], max_units: int) -> list[int]:
-    """``durations`` with the edge pads' (the id sequence's first and last id, hibari's 0
-    pad) capped at ``max_units`` (0: as given).
-
-    hibari gives the leading pad 12-15 units (300-375 ms) whatever the text: each chunk
-    of a reply then starts with a third of a second of silence, which a listener waits
-    through before the first word, and the codec LM and vocoder spend ~7 frames on. A
-    chunk's sentence pause stays: it is the final punctuation's own duration, not the
-    pad's; an unpunctuated chunk (a phrase break mid-sentence) gets a 5-6 unit trailing
-    pad, capped here too, so a phrase-break seam is a breath, not a sentence's pause."""
-    if max_units <= 0 or len(durations) < 2:
-        return list(durations)
-    out = list(durations)
-    out[0] = min(out[0], max_units)
-    out[-1] = min(out[-1], max_units)
-    return out
-
-
 def n_frames_for(durations: np.ndarray | list[int]) -> int:
     """Codec frames covering the teacher's audio for these durations (MelVQ: ceil(N / 1024))."""
     n24 = int(np.sum(durations)) * 600
