@@ -295,6 +295,11 @@ class TtsConfig:
     # lower round-trip WER on the assistant's replies, docs/BENCHMARKS.md) or "predicted"
     # (the codec LM's own duration predictor, nn/tts/duration.py, which imitates them).
     durations: str = "teacher"
+    # Each chunk's audio is sent from this long before its first audible sample: the
+    # voice's own leading silence (hibari's pad: 300-375 ms, which the codec LM learnt)
+    # is not sent, so the first word is heard that much sooner (core/playout/lead_trim.py).
+    # -1: send it all.
+    lead_in_ms: int = 40
     # Every session's codec-LM synthesis on one worker (schedulers/tts_batch.py): LM steps of
     # all speaking sessions batched, vocoder pushes earliest run-dry first; a session's
     # synthesis waits while it is more than batch_ahead_ms ahead of its playout. On by

@@ -142,7 +142,7 @@ class _Flaky:
     def stream(self, text: str):
         if "boom" in text:
             raise ValueError("cannot phonemize")
-        yield np.zeros(2205, np.float32)
+        yield np.full(2205, 0.1, np.float32)  # audible: the stage sends it all
 
 
 async def test_a_failing_chunk_is_skipped_not_fatal() -> None:
@@ -246,3 +246,27 @@ def test_normalised_llm_text_is_heard_as_written(backend: HibariBackend) -> None
         scores[norm] = wer(refs, hyps)
     backend.normalize = True
     assert scores[True] <= 0.1 < scores[False]
+
+
+async def test_a_chunk_is_sent_from_just_before_its_first_audible_sample(
+    backend: HibariBackend,
+) -> None:
+    """The voice's own leading silence (hibari: 300-375 ms) is not sent; lead_in_ms -1
+    sends it, so both the trim and what it trims are real."""
+
+    async def first_audio(lead_in_ms: int) -> np.ndarray:
+        out: list[Frame] = []
+        cfg = config.load(None, [f"tts.lead_in_ms={lead_in_ms}"])
+        p = Pipeline([TTSStage(cfg, backend)], _sink(out))
+        await p.start()
+        await p.put(TextChunk(turn_id=1, text="The capital of France is Paris.", last=True))
+        await _wait_for(out, ReplyEnd)
+        await p.stop()
+        return np.concatenate([f.pcm for f in out if isinstance(f, ReplyAudio)])
+
+    def lead_ms(x: np.ndarray) -> float:
+        return float(np.flatnonzero(np.abs(x) > 0.01)[0]) * 1000 / 22050
+
+    trimmed, whole = await first_audio(40), await first_audio(-1)
+    assert lead_ms(whole) > 200 and 20 < lead_ms(trimmed) < 60
+    np.testing.assert_array_equal(trimmed, whole[len(whole) - len(trimmed) :])

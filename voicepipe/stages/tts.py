@@ -40,6 +40,7 @@ import numpy as np
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
+from voicepipe.core.playout.lead_trim import LeadTrim
 from voicepipe.core.text import norm as textnorm
 from voicepipe.core.turns.heard import SpokenReply
 from voicepipe.frames import (
@@ -152,6 +153,18 @@ def preload(cfg: Config) -> None:
 
 
 _DONE = object()
+AUDIBLE = 10 ** (-40 / 20)  # -40 dBFS: above the codec's noise floor, below any phoneme
+MAX_LEAD_DROP_S = 1.0  # a chunk quiet for longer than this is sent as it is
+
+
+def lead_trim(lead_in_ms: int, sample_rate: int) -> LeadTrim | None:
+    """The leading-silence trimmer of one chunk's audio (``[tts] lead_in_ms``; < 0: off)."""
+    if lead_in_ms < 0:
+        return None
+    margin = round(lead_in_ms * sample_rate / 1000)
+    return LeadTrim(AUDIBLE, margin, round(MAX_LEAD_DROP_S * sample_rate))
+
+
 _SESSIONS = itertools.count(1)
 
 
@@ -227,6 +240,7 @@ class TTSStage(Stage):
         first = True
         samples = 0
         complete = False
+        trim = lead_trim(self.cfg.tts.lead_in_ms, self.backend.sample_rate)
         try:
             while True:
                 # One chunk at a time: cancellation (Interrupt) lands between chunks.
@@ -245,10 +259,16 @@ class TTSStage(Stage):
                     break
                 if chunk is _DONE:
                     complete = True
+                    if trim is not None and samples == 0:  # it never rose above silence
+                        rest = trim.flush()
+                        await self._send(frame, rest, samples)
+                        samples += len(rest)
                     break
                 if self.current_turn > frame.turn_id:
                     return
                 pcm = np.asarray(chunk, dtype=np.float32)
+                if trim is not None:
+                    pcm = trim.push(pcm)
                 if not len(pcm):
                     continue
                 if first:
@@ -266,19 +286,24 @@ class TTSStage(Stage):
                             },
                         )
                     )
-                text = frame.text if samples == 0 else ""  # (echo gating times its words)
+                await self._send(frame, pcm, samples)
                 samples += len(pcm)
-                await self.push(
-                    ReplyAudio(
-                        turn_id=frame.turn_id,
-                        pcm=pcm,
-                        sample_rate=self.backend.sample_rate,
-                        text=text,
-                    )
-                )
         finally:
             self._record(frame.turn_id, frame.text, samples / self.backend.sample_rate, complete)
             source.close()
+
+    async def _send(self, frame: TextChunk, pcm: np.ndarray, sent: int) -> None:
+        """One piece of a chunk's audio; its first (``sent`` 0) carries the chunk's text
+        (echo gating times its words by it)."""
+        assert self.backend is not None
+        if not len(pcm):
+            return
+        text = frame.text if sent == 0 else ""
+        await self.push(
+            ReplyAudio(
+                turn_id=frame.turn_id, pcm=pcm, sample_rate=self.backend.sample_rate, text=text
+            )
+        )
 
 
 class _Source:
