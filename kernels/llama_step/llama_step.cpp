@@ -483,6 +483,7 @@ class Model {
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
     float* lp = logits.data_ptr<float>();
     Argmax am;
+    Chunks head_chunks;  // the head's columns, claimed by the members (Chunks)
 
     const int64_t t_start = prof_.on ? prof::now_ns() : 0, laps0 = prof_.row[0].total();
     team::Pool::get().run(nt, [&](Ctx& c) {
@@ -623,7 +624,7 @@ class Model {
             quant_units(head_, head_in.data(), outs[i / nu].head, i % nu, i % nu + 1, buf);
       }
       bar(prof::kQuant);
-      gemm_part(c, head_, buf, head_in.data(), lp, rows, best ? &am : nullptr);
+      gemm_part(c, head_, buf, head_in.data(), lp, rows, best ? &am : nullptr, &head_chunks);
       if (best) {
         bar(prof::kHead);
         if (c.tid == 0) am.merge(c.nt, best);

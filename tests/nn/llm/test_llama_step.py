@@ -327,6 +327,36 @@ def test_the_heads_argmax_comes_with_the_logits(mod, path) -> None:
     assert torch.equal(got, y.argmax(-1))
 
 
+def test_the_heads_argmax_keeps_the_first_tie_when_members_claim_chunks(mod) -> None:
+    # The head's 1,024-column chunks are claimed by the members in whatever order
+    # they get to them (matrix.h, Chunks), so the argmax must not depend on which
+    # member folds which chunk first: of equal maxima the lowest column wins.
+    # Eight chunks repeat one block of rows; two threads, several calls (claims
+    # interleave differently from call to call).
+    from voicepipe.nn.llm.qlinear import Linear
+
+    g = torch.Generator().manual_seed(3)
+    block = torch.randn(1024, 576, generator=g)
+    block[900] = block[5]
+    w = block.repeat(8, 1)
+    lone = torch.randn(576, generator=g)
+    w[4096 + 17] = lone  # row 2's top: only in the fifth chunk
+    x = torch.randn(3, 576, generator=g)
+    x[0] = block[5] * 10  # row 0's top ties in every chunk: columns 5, 900, 1029, ...
+    x[2] = lone * 10
+    mat = fused.matrix(Linear(w, None, "int4"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for _ in range(6):
+            got = torch.empty(3, dtype=torch.long)
+            y = mod.gemm(x, mat, got)
+            assert torch.equal(got, y.argmax(-1))
+            assert int(got[0]) == 5 and int(got[2]) == 4096 + 17
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_every_row_count_matches_the_reference_row_for_row(mod, ref) -> None:
     # Every pass shape the q4 and q8 kernels have (1-8 rows a pass, 9-16 as two
     # halves): each row equal to a one-row call bit for bit, and within the
