@@ -126,18 +126,30 @@ struct Argmax {
   }
 };
 
-// The head's columns as chunks that members claim one at a time from a shared
-// counter, instead of a fixed half each. Why: the head is the pass's longest
-// stretch without a barrier (~10-25 ms for the 1.5B's 151,936 rows), so on a
-// shared host the scheduler preempts a member in the middle of it, and with
-// fixed shares the other member then waits for the whole remainder at the
-// next barrier (the head took as long on 2 threads as on 1 at 8 rows, load
-// 6-9). With claimed chunks the running member takes over the preempted one's
-// work. Each column's arithmetic is the same whoever computes it.
+// A matrix's columns as chunks that members claim one at a time from a shared
+// counter, instead of a fixed share each. Why: on a shared host the scheduler
+// preempts a member in the middle of a matrix, and with fixed shares the other
+// member then waits for the whole remainder at the next barrier; at load 5-9
+// the barriers took 75-125 ms of a 1.5B pass on 2 threads, and the head (the
+// longest stretch without a barrier, 10-25 ms) took as long on 2 threads as on
+// 1 at 8 rows. With claimed chunks the running member takes over the preempted
+// one's work. Each column's arithmetic is the same whoever computes it.
+//
+// A chunk is about 1/8 of a member's fixed share (at least 4 groups of 16
+// columns, 64 KB of int4 weights at K = 1,536): ~16 claims per matrix on two
+// threads, one contended atomic each (~0.1 µs), against 0.1-2 ms of work.
 struct Chunks {
   std::atomic<int64_t> next{0};
   int64_t claim() { return next.fetch_add(1, std::memory_order_relaxed); }
 };
+
+// Columns per claimed chunk (every member computes the same): 1,024 with an
+// argmax (its fold's unit), else ~1/8 of a member's share in units of `unit`.
+inline int64_t chunk_cols(int64_t n, int nt, int64_t unit, bool argmax) {
+  if (argmax) return 1024;
+  const int64_t per = (n + 8 * nt - 1) / (8 * nt);
+  return std::max<int64_t>(4 * unit, (per + unit - 1) / unit * unit);
+}
 
 // Each row's argmax over columns [c0, c1) of y (stride n), folded into (mx, best):
 // the first of equal maxima, as numpy's and torch's argmax pick, whatever the
@@ -165,8 +177,8 @@ inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, i
 // argmax over the member's columns, a chunk at a time while it is still in
 // L1/L2 (a scan of the finished head logits read them back from DRAM: 50-130
 // µs for 1-6 rows, against 4-31 µs warm).
-// chunks (optional): claim 1024-column chunks from it (Chunks) instead of
-// taking a fixed share; every member of the pass must pass the same one.
+// chunks (optional): claim chunks of columns from it (Chunks) instead of taking
+// a fixed share; every member of the pass must pass the same one, fresh.
 inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float* x, float* y,
                       int64_t M, Argmax* am = nullptr, Chunks* chunks = nullptr) {
   int64_t c0, c1;  // the member's output columns
@@ -185,7 +197,8 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
       q4a8::gemm_groups(a, q.w4, y, g0, g1);
       return;
     }
-    constexpr int64_t kGroups = 64;  // 1024 columns: ≤ 64 KB of y at 16 rows
+    // 1024 columns (≤ 64 KB of y at 16 rows) between argmax folds.
+    const int64_t kGroups = chunk_cols(q.w4.G * 16, c.nt, 16, am != nullptr) / 16;
     auto chunk = [&](int64_t g, int64_t ge) {
       q4a8::gemm_groups(a, q.w4, y, g, ge);
       if (am != nullptr)
@@ -231,8 +244,9 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
         argmax_update(y + m * q.n, j, je, am->mx[c.tid * M + m], am->best[c.tid * M + m]);
   };
   if (chunks != nullptr) {
-    for (int64_t j = chunks->claim() * 1024; j < q.n; j = chunks->claim() * 1024)
-      chunk(j, std::min(q.n, j + 1024));
+    const int64_t per = chunk_cols(q.n, c.nt, unit, am != nullptr);
+    for (int64_t j = chunks->claim() * per; j < q.n; j = chunks->claim() * per)
+      chunk(j, std::min(q.n, j + per));
     return;
   }
   for (int64_t j = c0; j < c1; j += 1024) chunk(j, std::min(c1, j + 1024));
