@@ -1,6 +1,6 @@
 // The fused step's weight matrices (int8 with row scales, or Q4_1-shaped int4)
-// and the product y = x · Wᵀ over them, each member of a pass's team (team.h)
-// taking a fixed share of the output rows.
+// and the product y = x · Wᵀ over them, the members of a pass's team (team.h)
+// taking fixed shares of the output rows or claiming chunks of them (Chunks).
 #pragma once
 #include <immintrin.h>
 #include <torch/extension.h>
@@ -171,9 +171,9 @@ inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, i
 
 // This member's share of y (M, q.n) = x (M, k) · Wᵀ: a contiguous range of
 // output rows (16-row groups for q4), the same size for every member (a
-// matrix's rows all cost the same bytes). int8 activations (quantize_part
-// first), or fp32 x (q8gemm.h) for an int8 matrix whose K is not a multiple of
-// 64. am (optional): fold each row's
+// matrix's rows all cost the same bytes), or the chunks it claims (chunks).
+// int8 activations (quantize_part first), or fp32 x (q8gemm.h) for an int8
+// matrix whose K is not a multiple of 64. am (optional): fold each row's
 // argmax over the member's columns, a chunk at a time while it is still in
 // L1/L2 (a scan of the finished head logits read them back from DRAM: 50-130
 // µs for 1-6 rows, against 4-31 µs warm).
