@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -483,6 +484,8 @@ class Model {
     auto logits = torch::empty({rows, head_.n}, torch::kFloat);
     float* lp = logits.data_ptr<float>();
     Argmax am;
+    // Each matrix's columns, claimed by the members (Chunks): 4 a layer, then the head.
+    std::unique_ptr<Chunks[]> chunks(new Chunks[4 * layers_.size() + 1]);
 
     const int64_t t_start = prof_.on ? prof::now_ns() : 0, laps0 = prof_.row[0].total();
     team::Pool::get().run(nt, [&](Ctx& c) {
@@ -537,7 +540,7 @@ class Model {
       for (size_t li = 0; li < layers_.size(); ++li) {
         const Layer& ly = layers_[li];
         add_norm(ly.attn_norm.data_ptr<float>(), ly.qkv);
-        gemm_part(c, ly.qkv, buf, h.data(), qkv.data(), T);
+        gemm_part(c, ly.qkv, buf, h.data(), qkv.data(), T, nullptr, &chunks[4 * li]);
         bar(prof::kQkv);
         // Bias, rotation, and the keys and values into the cache.
         c.split((int64_t)ropes.size(), i0, i1);
@@ -572,11 +575,11 @@ class Model {
           lap(prof::kQuant);
         }
         bar(prof::kAttention);
-        gemm_part(c, ly.o, buf, att.data(), tmp.data(), T);
+        gemm_part(c, ly.o, buf, att.data(), tmp.data(), T, nullptr, &chunks[4 * li + 1]);
         bar(prof::kO);
         pending = true;
         add_norm(ly.ffn_norm.data_ptr<float>(), ly.w13);
-        gemm_part(c, ly.w13, buf, h.data(), gu.data(), T);
+        gemm_part(c, ly.w13, buf, h.data(), gu.data(), T, nullptr, &chunks[4 * li + 2]);
         bar(prof::kW13);
         {  // act = silu(gate) · up, quantized for w2
           const int64_t unit = unit_of(ly.w2), nu = ffn / unit;
@@ -589,7 +592,7 @@ class Model {
           for (int64_t i = i0; i < i1; ++i) quant_units(ly.w2, act.data(), i / nu, i % nu, i % nu + 1, buf);
         }
         bar(prof::kQuant);
-        gemm_part(c, ly.w2, buf, act.data(), tmp.data(), T);
+        gemm_part(c, ly.w2, buf, act.data(), tmp.data(), T, nullptr, &chunks[4 * li + 3]);
         bar(prof::kW2);
         pending = true;
       }
@@ -623,7 +626,8 @@ class Model {
             quant_units(head_, head_in.data(), outs[i / nu].head, i % nu, i % nu + 1, buf);
       }
       bar(prof::kQuant);
-      gemm_part(c, head_, buf, head_in.data(), lp, rows, best ? &am : nullptr);
+      gemm_part(c, head_, buf, head_in.data(), lp, rows, best ? &am : nullptr,
+                &chunks[4 * layers_.size()]);
       if (best) {
         bar(prof::kHead);
         if (c.tid == 0) am.merge(c.nt, best);

@@ -1,10 +1,11 @@
 // The fused step's weight matrices (int8 with row scales, or Q4_1-shaped int4)
-// and the product y = x · Wᵀ over them, each member of a pass's team (team.h)
-// taking a fixed share of the output rows.
+// and the product y = x · Wᵀ over them, the members of a pass's team (team.h)
+// taking fixed shares of the output rows or claiming chunks of them (Chunks).
 #pragma once
 #include <immintrin.h>
 #include <torch/extension.h>
 
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -109,15 +110,14 @@ struct Argmax {
     mx.assign(nt * rows, -INFINITY);
     best.assign(nt * rows, 0);
   }
-  // Members' shares are consecutive column ranges in member order, so taking a
-  // later member's maximum only when strictly greater keeps the first of equal
-  // maxima, as one scan does.
+  // Members take column chunks in any order (Chunks), so of equal maxima the
+  // lowest column wins, as one scan's first does.
   void merge(int nt, int64_t* out) const {
     for (int64_t m = 0; m < M; ++m) {
       float v = mx[m];
       int64_t b = best[m];
       for (int i = 1; i < nt; ++i)
-        if (mx[i * M + m] > v) {
+        if (mx[i * M + m] > v || (mx[i * M + m] == v && best[i * M + m] < b)) {
           v = mx[i * M + m];
           b = best[i * M + m];
         }
@@ -126,31 +126,61 @@ struct Argmax {
   }
 };
 
+// A matrix's columns as chunks that members claim one at a time from a shared
+// counter, instead of a fixed share each. Why: on a shared host the scheduler
+// preempts a member in the middle of a matrix, and with fixed shares the other
+// member then waits for the whole remainder at the next barrier; at load 5-9
+// the barriers took 75-125 ms of a 1.5B pass on 2 threads, and the head (the
+// longest stretch without a barrier, 10-25 ms) took as long on 2 threads as on
+// 1 at 8 rows. With claimed chunks the running member takes over the preempted
+// one's work. Each column's arithmetic is the same whoever computes it.
+//
+// A chunk is about 1/8 of a member's fixed share (at least 4 groups of 16
+// columns, 64 KB of int4 weights at K = 1,536): ~16 claims per matrix on two
+// threads, one contended atomic each (~0.1 µs), against 0.1-2 ms of work.
+struct Chunks {
+  std::atomic<int64_t> next{0};
+  int64_t claim() { return next.fetch_add(1, std::memory_order_relaxed); }
+};
+
+// Columns per claimed chunk (every member computes the same): 1,024 with an
+// argmax (its fold's unit), else ~1/8 of a member's share in units of `unit`.
+inline int64_t chunk_cols(int64_t n, int nt, int64_t unit, bool argmax) {
+  if (argmax) return 1024;
+  const int64_t per = (n + 8 * nt - 1) / (8 * nt);
+  return std::max<int64_t>(4 * unit, (per + unit - 1) / unit * unit);
+}
+
 // Each row's argmax over columns [c0, c1) of y (stride n), folded into (mx, best):
-// the first of equal maxima, as numpy's and torch's argmax pick.
+// the first of equal maxima, as numpy's and torch's argmax pick, whatever the
+// order in which a member folds its chunks.
 inline void argmax_update(const float* row, int64_t c0, int64_t c1, float& mx, int64_t& best) {
   simd::F16 v = simd::set1(-INFINITY);
   for (int64_t j = c0; j < c1; j += 16) v = simd::max(v, simd::load_tail_or(v, row + j, c1 - j));
   const float cmax = simd::reduce_max(v);
-  if (!(cmax > mx)) return;  // ties keep the earlier column
+  if (!(cmax >= mx) || (cmax == mx && c0 > best)) return;  // ties keep the lower column
   for (int64_t j = c0; j < c1; ++j)
     if (row[j] == cmax) {
-      mx = cmax;
-      best = j;
+      if (cmax > mx || j < best) {
+        mx = cmax;
+        best = j;
+      }
       return;
     }
 }
 
 // This member's share of y (M, q.n) = x (M, k) · Wᵀ: a contiguous range of
 // output rows (16-row groups for q4), the same size for every member (a
-// matrix's rows all cost the same bytes). int8 activations (quantize_part
-// first), or fp32 x (q8gemm.h) for an int8 matrix whose K is not a multiple of
-// 64. am (optional): fold each row's
+// matrix's rows all cost the same bytes), or the chunks it claims (chunks).
+// int8 activations (quantize_part first), or fp32 x (q8gemm.h) for an int8
+// matrix whose K is not a multiple of 64. am (optional): fold each row's
 // argmax over the member's columns, a chunk at a time while it is still in
 // L1/L2 (a scan of the finished head logits read them back from DRAM: 50-130
 // µs for 1-6 rows, against 4-31 µs warm).
+// chunks (optional): claim chunks of columns from it (Chunks) instead of taking
+// a fixed share; every member of the pass must pass the same one, fresh.
 inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float* x, float* y,
-                      int64_t M, Argmax* am = nullptr) {
+                      int64_t M, Argmax* am = nullptr, Chunks* chunks = nullptr) {
   int64_t c0, c1;  // the member's output columns
   int64_t unit = 16;
   if (q.q4) {
@@ -163,18 +193,25 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
     a.t = buf.t.data();
     int64_t g0, g1;
     c.split(q.w4.G, g0, g1);
-    if (am == nullptr) {
+    if (am == nullptr && chunks == nullptr) {
       q4a8::gemm_groups(a, q.w4, y, g0, g1);
       return;
     }
-    constexpr int64_t kGroups = 64;  // 1024 columns: ≤ 64 KB of y at 16 rows
-    for (int64_t g = g0; g < g1; g += kGroups) {
-      const int64_t ge = std::min(g1, g + kGroups);
+    // 1024 columns (≤ 64 KB of y at 16 rows) between argmax folds.
+    const int64_t kGroups = chunk_cols(q.w4.G * 16, c.nt, 16, am != nullptr) / 16;
+    auto chunk = [&](int64_t g, int64_t ge) {
       q4a8::gemm_groups(a, q.w4, y, g, ge);
-      for (int64_t m = 0; m < M; ++m)
-        argmax_update(y + m * q.n, g * 16, std::min(q.n, ge * 16), am->mx[c.tid * M + m],
-                      am->best[c.tid * M + m]);
+      if (am != nullptr)
+        for (int64_t m = 0; m < M; ++m)
+          argmax_update(y + m * q.n, g * 16, std::min(q.n, ge * 16), am->mx[c.tid * M + m],
+                        am->best[c.tid * M + m]);
+    };
+    if (chunks != nullptr) {
+      for (int64_t g = chunks->claim() * kGroups; g < q.w4.G; g = chunks->claim() * kGroups)
+        chunk(g, std::min(q.w4.G, g + kGroups));
+      return;
     }
+    for (int64_t g = g0; g < g1; g += kGroups) chunk(g, std::min(g1, g + kGroups));
     return;
   }
   {
@@ -196,30 +233,39 @@ inline void gemm_part(const Ctx& c, const QW& q, const ActBuf& buf, const float*
     }
     q8::gemm_range(x, q.wp, q.sp, y, M, q.k, q.n, n0, n1);
   };
-  if (am == nullptr) {
+  if (am == nullptr && chunks == nullptr) {
     range(c0, c1);
     return;
   }
-  for (int64_t j = c0; j < c1; j += 1024) {
-    const int64_t je = std::min(c1, j + 1024);
+  auto chunk = [&](int64_t j, int64_t je) {
     range(j, je);
-    for (int64_t m = 0; m < M; ++m)
-      argmax_update(y + m * q.n, j, je, am->mx[c.tid * M + m], am->best[c.tid * M + m]);
+    if (am != nullptr)
+      for (int64_t m = 0; m < M; ++m)
+        argmax_update(y + m * q.n, j, je, am->mx[c.tid * M + m], am->best[c.tid * M + m]);
+  };
+  if (chunks != nullptr) {
+    const int64_t per = chunk_cols(q.n, c.nt, unit, am != nullptr);
+    for (int64_t j = chunks->claim() * per; j < q.n; j = chunks->claim() * per)
+      chunk(j, std::min(q.n, j + per));
+    return;
   }
+  for (int64_t j = c0; j < c1; j += 1024) chunk(j, std::min(c1, j + 1024));
 }
 
 // y (M, n) = x (M, k) · Wᵀ on a team of `threads` (quantize, barrier, multiply);
 // best (optional, M entries): each row's argmax over its n outputs.
+// With best, the columns go in claimed chunks, as the head's do in a pass.
 inline void matmul(const QW& q, const float* x, float* y, int64_t M, int threads,
                    int64_t* best = nullptr) {
   ActBuf buf;
   buf.fit(M, q.k);
   Argmax am;
+  Chunks chunks;
   team::Pool::get().run(threads, [&](Ctx& c) {
     if (c.tid == 0) am.fit(c.nt, M);
     quantize_part(c, q, x, M, buf);
     c.barrier();
-    gemm_part(c, q, buf, x, y, M, best ? &am : nullptr);
+    gemm_part(c, q, buf, x, y, M, best ? &am : nullptr, best ? &chunks : nullptr);
     c.barrier();
     if (c.tid == 0 && best) am.merge(c.nt, best);
   });

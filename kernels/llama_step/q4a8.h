@@ -156,27 +156,35 @@ inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
 // into int32). The int16 sums of a block's 8 rows are added before widening:
 // |Σ| ≤ 8 · 2 · 15 · 128 = 30,720 < 32,767, so nothing saturates and every
 // int32 dot is exact, the same integer as vpdpbusd's. The 16 outputs are two
-// halves of 8 (the nibble loads split that way: 32 bytes at 32·v hold row
-// kq = v/2, half v%2 in the low nibbles and row 4 + v/2 in the high ones);
-// each half keeps its 8 weight registers while every activation row uses them.
-// Per lane the float operations are the AVX-512 path's, in its order.
+// halves of 8 (32 bytes at 64·kq + 32·h hold row kq of half h in the low
+// nibbles, row 4 + kq in the high ones). Per lane the float operations are the
+// AVX-512 path's, in its order.
 //
-// The rows' accumulators live in memory (L1), one row at a time in the row
-// loop, which is kept a loop: unrolled, as the compiler did for 2-7 rows, the
-// 2·MB accumulators, 8 weights and 8 broadcasts wanted more than AVX2's 16 ymm
-// registers, and at 4 rows 146 of the block's 301 instructions touched the
-// stack (48 spill stores). As a loop a row-half is 34 instructions: 8
-// broadcasts, 8 vpmaddubsw, 7 vpaddw and the float tail, ~4 per cycle here,
-// which is this ISA's floor for the layout (16 vpmaddubsw per row and 16×32
-// weights). Measured in a C++ harness of this header on L2-resident weights
-// (1,536 × 256, best of 1,000, load ≈ 10): 4-6 rows 8-14 % less time per row,
-// 1-3 and 7-8 rows unchanged (8 rows were already a loop).
+// A block is done in two phases, its weight rows kq = 0-3 (the low nibbles) and
+// then 4-7 (the high ones), each over both halves: 8 weight registers a phase, and each
+// activation broadcast feeds both halves' vpmaddubsw. The earlier loop took
+// one half at a time over all 8 rows, so every activation row's 8 broadcasts
+// were done twice per block (16 vpbroadcastd per row and block, as many as its
+// vpmaddubsw; on Zen 3 they take vector-pipe slots, not only a load). Here a
+// row costs 8: the first phase leaves its two int16 partial sums in L1, the
+// second adds to them (integer adds, exact whatever their order). The rows'
+// float accumulators live in L1 too, and each phase's row loop stays a loop:
+// unrolled, the rows' registers exceeded AVX2's 16 and spilled (at 4 rows 146
+// of a block's 301 instructions touched the stack). The row count is hidden
+// from the optimiser, which otherwise peeled 2-5 rows into straight-line
+// copies that spilled the same way.
+//
+// Measured in a C++ harness of this header against the previous loop, both
+// interleaved in one process on L2-resident weights (1,536 × 256, best of 600,
+// load 2-5): 5.9 against 6.7 ns per row and 16×32 weights at 8 rows, 10-17 %
+// less at 2-8 rows, 9 % less at one row. Every row's bits are unchanged.
 template <int MB>
 inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
   const int64_t nb = w.nb, K = w.K;
   const __m256i low = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
   alignas(32) float acc[MB][16];
+  alignas(32) __m256i part[MB][2];  // the first phase's int16 sums, per row and half
   for (int i = 0; i < MB; ++i) simd::store(acc[i], simd::zero());
   const int8_t* aq = a.q + m0 * K;
   const float* sr = a.s + m0 * nb;
@@ -187,24 +195,54 @@ inline void group(const Act& a, int64_t m0, const W& w, float* y, int64_t g) {
     for (int v = 0; v < 4; ++v)  // as the AVX-512 path (see there)
       _mm_prefetch((const char*)(nbk + kAhead * 256 + 64 * v), _MM_HINT_T0);
     _mm_prefetch((const char*)(dmg + (b + kAhead) * 32), _MM_HINT_T0);
-    for (int hf = 0; hf < 2; ++hf) {
-      __m256i wt[8];
-      for (int kq = 0; kq < 4; ++kq) {
-        const __m256i x = _mm256_loadu_si256((const __m256i*)(nbk + 64 * kq + 32 * hf));
-        wt[kq] = _mm256_and_si256(x, low);
-        wt[4 + kq] = _mm256_and_si256(_mm256_srli_epi16(x, 4), low);
-      }
-      const __m256 dv = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(dmg + b * 32 + 8 * hf)));
+    {  // weight rows 0-3 of the block (low nibbles), both halves
+      __m256i wt[8];  // wt[4h + kq]
+      for (int h = 0; h < 2; ++h)
+        for (int kq = 0; kq < 4; ++kq)
+          wt[4 * h + kq] =
+              _mm256_and_si256(_mm256_loadu_si256((const __m256i*)(nbk + 64 * kq + 32 * h)), low);
+      int n = MB;
+      asm("" : "+r"(n));
 #pragma GCC unroll 1
-      for (int i = 0; i < MB; ++i) {
+      for (int i = 0; i < n; ++i) {
         const int32_t* qi = (const int32_t*)(aq + i * K + b * kBlock);
-        __m256i s16 = _mm256_maddubs_epi16(wt[0], _mm256_set1_epi32(qi[0]));
-        for (int kq = 1; kq < 8; ++kq)
-          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wt[kq], _mm256_set1_epi32(qi[kq])));
-        const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
-        float* ac = acc[i] + 8 * hf;
-        _mm256_store_ps(ac, _mm256_fmadd_ps(d, _mm256_mul_ps(dv, _mm256_set1_ps(sr[i * nb + b])),
-                                            _mm256_load_ps(ac)));
+        __m256i q = _mm256_set1_epi32(qi[0]);
+        __m256i s0 = _mm256_maddubs_epi16(wt[0], q), s1 = _mm256_maddubs_epi16(wt[4], q);
+        for (int kq = 1; kq < 4; ++kq) {
+          q = _mm256_set1_epi32(qi[kq]);
+          s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(wt[kq], q));
+          s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(wt[4 + kq], q));
+        }
+        _mm256_store_si256(&part[i][0], s0);
+        _mm256_store_si256(&part[i][1], s1);
+      }
+    }
+    {  // weight rows 4-7 (high nibbles), then the float tail of both halves
+      __m256i wt[8];
+      for (int h = 0; h < 2; ++h)
+        for (int kq = 0; kq < 4; ++kq)
+          wt[4 * h + kq] = _mm256_and_si256(
+              _mm256_srli_epi16(_mm256_loadu_si256((const __m256i*)(nbk + 64 * kq + 32 * h)), 4),
+              low);
+      const __m256 dv0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(dmg + b * 32)));
+      const __m256 dv1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(dmg + b * 32 + 8)));
+      int n = MB;
+      asm("" : "+r"(n));
+#pragma GCC unroll 1
+      for (int i = 0; i < n; ++i) {
+        const int32_t* qi = (const int32_t*)(aq + i * K + b * kBlock) + 4;
+        __m256i s0 = _mm256_load_si256(&part[i][0]), s1 = _mm256_load_si256(&part[i][1]);
+        for (int kq = 0; kq < 4; ++kq) {
+          const __m256i q = _mm256_set1_epi32(qi[kq]);
+          s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(wt[kq], q));
+          s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(wt[4 + kq], q));
+        }
+        const __m256 sc = _mm256_set1_ps(sr[i * nb + b]);
+        const __m256 d0 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s0, ones));
+        const __m256 d1 = _mm256_cvtepi32_ps(_mm256_madd_epi16(s1, ones));
+        _mm256_store_ps(acc[i], _mm256_fmadd_ps(d0, _mm256_mul_ps(dv0, sc), _mm256_load_ps(acc[i])));
+        _mm256_store_ps(acc[i] + 8,
+                        _mm256_fmadd_ps(d1, _mm256_mul_ps(dv1, sc), _mm256_load_ps(acc[i] + 8)));
       }
     }
   }

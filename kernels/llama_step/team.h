@@ -6,9 +6,9 @@
 // attention), well over a hundred fork/joins per token of a 28-layer model,
 // each a wake-up of torch's OpenMP team (a futex under OMP_WAIT_POLICY=PASSIVE)
 // and a join on the slowest thread. A second core then added 7 % to a 1.5B
-// decode. Here the team is woken once per pass; each member owns a fixed
-// share of every matrix's rows, so both cores stream weights all the time,
-// and an op that needs every row of the previous one waits at a barrier
+// decode. Here the team is woken once per pass; the members share every
+// matrix's rows (claimed in chunks, matrix.h), so both cores stream weights
+// all the time, and an op that needs every row of the previous one waits at a barrier
 // (two atomics on one cache line, ~0.1-0.3 µs when both cores are ours).
 //
 // A barrier spins with pause, then yields: on a shared machine the partner

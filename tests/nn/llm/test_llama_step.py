@@ -90,6 +90,32 @@ def test_q4a8_matches_reference_and_is_batch_invariant(mod, ref, n, k) -> None:
         assert torch.equal(mod.gemm(x[m - 1 : m].contiguous(), q4)[0], y[m - 1])
 
 
+def test_q4a8_int16_sums_at_their_bound_stay_exact(mod, ref) -> None:
+    # The AVX2 path sums a block's vpmaddubsw products in int16 lanes (half of them
+    # in a first phase, the rest added in a second): at the top of the 4-bit grid
+    # (q = 15) against activations all quantized to ±127 a lane reaches
+    # 16 · 15 · 127 = 30,480 of int16's 32,767. Saturation anywhere would move these
+    # outputs far from the reference; every row count (1-8 a pass, 9-16 as two
+    # halves) must give the one-row bits.
+    k, n = 1536, 40
+    w = torch.full((n, k), 1.0)
+    w[:, ::32] = 0.0  # each block: one weight at the grid's bottom, 31 at its top (q = 15)
+    w[1::2] *= -1.0  # and negated rows: q = 0 at the top, 15 at the bottom
+    q4 = list(qlinear.pack_q4(w))
+    wq = qlinear.unpack_q4(*q4)
+    nib = q4[0]
+    assert int((nib & 15).max()) == 15 and int((nib >> 4).max()) == 15
+    x = torch.ones(16, k)
+    x[1::2] *= -1.0  # -127 after quantizing: the negative bound too
+    x[2::4, 1::2] *= -1.0  # and rows of alternating sign
+    want = ref.q4a8_gemm(x, wq)
+    one = torch.cat([mod.gemm(x[i : i + 1].contiguous(), q4) for i in range(16)])
+    assert torch.allclose(one, want, rtol=1e-5, atol=1e-3)
+    assert float(one.abs().max()) > 1000.0  # the big sums did occur
+    for m in range(1, 17):
+        assert torch.equal(mod.gemm(x[:m].contiguous(), q4), one[:m]), m
+
+
 def test_kernel_rejects_bad_matrices(mod) -> None:
     x = torch.zeros(1, 64)
     with pytest.raises(RuntimeError, match="multiple of 32"):
@@ -299,6 +325,36 @@ def test_the_heads_argmax_comes_with_the_logits(mod, path) -> None:
     assert int(got[0]) == 3
     y = mod.gemm(x, fused.matrix(Linear(w, None, "int8")), got)
     assert torch.equal(got, y.argmax(-1))
+
+
+def test_the_heads_argmax_keeps_the_first_tie_when_members_claim_chunks(mod) -> None:
+    # The head's 1,024-column chunks are claimed by the members in whatever order
+    # they get to them (matrix.h, Chunks), so the argmax must not depend on which
+    # member folds which chunk first: of equal maxima the lowest column wins.
+    # Eight chunks repeat one block of rows; two threads, several calls (claims
+    # interleave differently from call to call).
+    from voicepipe.nn.llm.qlinear import Linear
+
+    g = torch.Generator().manual_seed(3)
+    block = torch.randn(1024, 576, generator=g)
+    block[900] = block[5]
+    w = block.repeat(8, 1)
+    lone = torch.randn(576, generator=g)
+    w[4096 + 17] = lone  # row 2's top: only in the fifth chunk
+    x = torch.randn(3, 576, generator=g)
+    x[0] = block[5] * 10  # row 0's top ties in every chunk: columns 5, 900, 1029, ...
+    x[2] = lone * 10
+    mat = fused.matrix(Linear(w, None, "int4"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for _ in range(6):
+            got = torch.empty(3, dtype=torch.long)
+            y = mod.gemm(x, mat, got)
+            assert torch.equal(got, y.argmax(-1))
+            assert int(got[0]) == 5 and int(got[2]) == 4096 + 17
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_every_row_count_matches_the_reference_row_for_row(mod, ref) -> None:
