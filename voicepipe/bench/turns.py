@@ -56,6 +56,7 @@ ECHO_PATHS = (  # (gain dB, path delay ms, user talks over it)
 BARGE_AFTER_S = 1.0  # of the answer played before the backchannel or interruption
 ECHO_BARGE_AFTER_S = 1.5
 WITHIN_MS = 400.0
+FINAL_ATTRS = ("since_speech_end_ms", "decode_ms", "endpoint", "early", "text")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -200,6 +201,14 @@ async def _run_mode(cfg: Any, kinds: set[str], log: Any) -> dict[str, Any]:
                         "turns": len(turns),
                         "transcripts": [t.transcript for t in turns],
                         "eot_delay_ms": eot,
+                        # each pause: its decode, transcript, P(end), and how it ended
+                        # (core/turns/pauses.py); each final: its decode, endpoint reason
+                        "pauses": [dict(s.attrs) for s in res.spans if s.name == "turns.pause"],
+                        "finals": [
+                            {k: s.attrs.get(k) for k in FINAL_ATTRS}
+                            for s in res.spans
+                            if s.name == "asr.final"
+                        ],
                         "error": res.error,
                     }
                 else:
