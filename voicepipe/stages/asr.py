@@ -287,6 +287,8 @@ class AsrStage(Stage):
             wall = frame.t_ns - (end - c_end) * 1_000_000_000 // SR  # arrival of the chunk end
             if self.eot is not None and self._turn is not None and self.ep.in_speech:
                 last = self.ep.last_speech_media_ns
+                if self.eot.declined(self._turn.id, last):
+                    self.ep.decline_p_end(last)
                 p_end = self.eot.p_end(self._turn.id, last)
                 if p_end is not None:
                     known = self.ep.p_end is not None
@@ -324,7 +326,16 @@ class AsrStage(Stage):
             await self._pause_span(turn.id, self.pauses.close("resumed", pause_ms), wall)
         else:
             silence_ms = self.ep.trailing_silence_ns / 1e6
+            if self._estimated and silence_ms >= self.cfg.asr.early_final_ms:
+                # The pause's decode is due now: its transcript goes to the LLM for P(end),
+                # so the endpointer waits for that rather than cut on silence alone.
+                self.ep.expect_p_end(last)
             self.pauses.silence(last, silence_ms, self.ep.silence_needed_ns() / 1e6)
+
+    @property
+    def _estimated(self) -> bool:
+        """Each pause's transcript gets a P(end) (or a refusal) from the LLM stage."""
+        return self.semantic is not None and self.eot is not None and self.eot.estimator
 
     async def _pause_span(self, turn_id: int, attrs: dict | None, end_ns: int) -> None:
         if attrs is None:
@@ -494,6 +505,8 @@ class AsrStage(Stage):
                     self._idle.set()
             if kind in ("early", "stable"):
                 self.pauses.decoded(speech_end, decode_at_ms, hyp.seconds * 1e3)
+                if not hyp.text.strip():  # no words: no transcript, so no P(end) will come
+                    self.ep.decline_p_end(speech_end)
             self.stats[f"{kind}_s"] += hyp.seconds
             self.decodes.append((kind, hyp.audio_s, hyp.seconds))
             self.stats["retries"] += hyp.retried

@@ -99,11 +99,25 @@ class Estimate:
 
 
 class EndOfTurnBoard:
-    """One session's latest P(end), written by the LLM stage, read by the ASR's endpointer."""
+    """One session's latest P(end), written by the LLM stage, read by the ASR's endpointer.
+
+    ``estimator``: something will answer each pause's transcript (the LLM stage sets it
+    when it has a streaming prefill), so the endpointer may wait for the answer; that
+    answer is an estimate (``post``) or a refusal (``decline``: no estimate will come for
+    this pause, e.g. a reply of the session holds the cache): the endpointer then goes by
+    silence alone instead of waiting."""
 
     def __init__(self) -> None:
         self.latest: Estimate | None = None
         self.posted = 0
+        self.estimator = False
+        self._declined: tuple[int, int] | None = None
+
+    def decline(self, turn: int, speech_end_media_ns: int) -> None:
+        self._declined = (turn, speech_end_media_ns)
+
+    def declined(self, turn: int, speech_end_media_ns: int) -> bool:
+        return self._declined == (turn, speech_end_media_ns)
 
     def post(self, turn: int, speech_end_media_ns: int, p_end: float, text: str = "") -> None:
         if not 0.0 <= p_end <= 1.0:

@@ -143,19 +143,23 @@ class PrefillAhead:
         # the reply's own passes take that lock, or, batched, queue behind it)
 
     async def on_pause(self, turn: int, text: str, speech_end_media_ns: int) -> float | None:
-        """The pause's transcript: prefill to the end of its words now and post P(end)."""
-        if not text.strip() or not self.usable or self.replying:
-            return None  # (a reply already answers these words: its cache is its own now)
-        await self.stop_background()
-        self._new_turn(turn)
-        try:
-            p = await self._pass(text.strip(), background=False)
-        except Exception as e:
-            self.errors += 1
-            log.warning("prefill ahead (pause) failed: %r", e)
-            return None
-        if p is not None and self.board is not None:
-            self.board.post(turn, speech_end_media_ns, p, text.strip())
+        """The pause's transcript: prefill to the end of its words now and post P(end), or
+        say that none will come (the endpointer waits for one or the other)."""
+        p = None
+        if text.strip() and self.usable and not self.replying:
+            # (replying: a reply already answers these words: its cache is its own now)
+            await self.stop_background()
+            self._new_turn(turn)
+            try:
+                p = await self._pass(text.strip(), background=False)
+            except Exception as e:
+                self.errors += 1
+                log.warning("prefill ahead (pause) failed: %r", e)
+        if self.board is not None:
+            if p is None:
+                self.board.decline(turn, speech_end_media_ns)
+            else:
+                self.board.post(turn, speech_end_media_ns, p, text.strip())
         return p
 
     # ------------------------------------------------------------ a pass

@@ -121,6 +121,8 @@ class LlmStage(Stage):
         self.ahead: PrefillAhead | None = None
         if cfg.turns.prefill_ahead and isinstance(self.backend, LocalEngine):
             self.ahead = PrefillAhead(self.backend, eot, cfg.llm.prefill_chunk)
+            if eot is not None:  # each pause's transcript gets an answer (ahead.on_pause)
+                eot.estimator = True
 
     async def _out(self, frame: Frame) -> None:
         # (``push`` is wired after construction, by the pipeline: looked up at each frame)
@@ -205,7 +207,9 @@ class LlmStage(Stage):
             return
         if isinstance(frame, TranscriptStable):  # between ASR and here only: not pushed on
             if not conv.auto_reply:
-                return  # no reply of its own: nothing to start early
+                if self.ahead is not None and self.ahead.board is not None:
+                    self.ahead.board.decline(frame.turn_id, frame.speech_end_media_ns)
+                return  # no reply of its own: nothing to start early (nor P(end))
             d = p.policy.on_stable(frame.turn_id, frame.text.strip())
             await p.apply(Decision(cancel=d.cancel), frame.turn_id)  # (frees the cache)
             if self.ahead is not None:  # the pause's words, and P(end) for the endpointer
