@@ -488,7 +488,9 @@ class AsrStage(Stage):
                 pcm = self.audio.get(turn.start_idx, max(stop, turn.start_idx + 1))
                 cut_t_ns = self._last_t_ns
                 speech_end = self._media_ns(turn.last_speech_idx)
-                decode_at_ms = (self.audio.end - turn.last_speech_idx) * 1000 / SR
+                if kind in ("early", "stable"):
+                    at_ms = (self.audio.end - turn.last_speech_idx) * 1000 / SR
+                    self.pauses.decoding(speech_end, at_ms)
                 self._decoding = True
                 partial = kind == "partial"
                 hyp = await asyncio.to_thread(
@@ -504,7 +506,7 @@ class AsrStage(Stage):
                     self._decoding = False
                     self._idle.set()
             if kind in ("early", "stable"):
-                self.pauses.decoded(speech_end, decode_at_ms, hyp.seconds * 1e3)
+                self.pauses.decoded(speech_end, hyp.seconds * 1e3)
                 if not hyp.text.strip():  # no words: no transcript, so no P(end) will come
                     self.ep.decline_p_end(speech_end)
             self.stats[f"{kind}_s"] += hyp.seconds

@@ -16,7 +16,8 @@ def test_a_pause_with_its_decode_transcript_and_estimate() -> None:
     end = 1_000 * MS
     log.silence(end, 32, 400)  # a gap between words: no pause yet
     log.silence(end, 64, 400)
-    log.decoded(end, 64, 310.5)
+    log.decoding(end, 64)
+    log.decoded(end, 310.5)
     log.stable(end, 384, "what is the capital of")
     log.estimate(end, 416, 0.0001, 1500)
     attrs = log.close("resumed", 700)

@@ -54,10 +54,16 @@ class PauseLog:
             if silence_ms >= self.min_ms:
                 self._p = _Pause(speech_end_media_ns, needed_ms)
 
-    def decoded(self, speech_end_media_ns: int, at_ms: float, took_ms: float) -> None:
+    def decoding(self, speech_end_media_ns: int, at_ms: float) -> None:
+        """The pause's decode starts (late if the decoder was busy with a partial)."""
         p = self._current(speech_end_media_ns)
         if p is not None and p.decode_at_ms is None:
-            p.decode_at_ms, p.decode_ms = at_ms, took_ms
+            p.decode_at_ms = at_ms
+
+    def decoded(self, speech_end_media_ns: int, took_ms: float) -> None:
+        p = self._current(speech_end_media_ns)
+        if p is not None and p.decode_ms is None:
+            p.decode_ms = took_ms
 
     def stable(self, speech_end_media_ns: int, at_ms: float, text: str) -> None:
         p = self._current(speech_end_media_ns)
