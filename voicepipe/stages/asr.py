@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,6 +184,7 @@ class AsrStage(Stage):
             "resumed": 0,
             "dropped": 0,
             "retries": 0,
+            "abandoned": 0,  # partials whose text decode a pause made pointless
         }
         self.decodes: list[tuple[str, float, float]] = []  # (kind, audio s, decode s)
         self.partial_lag_ms: list[float] = []  # arrival of a partial's last sample → pushed
@@ -437,6 +439,19 @@ class AsrStage(Stage):
             return turn, now, "partial"
         return None
 
+    def _paused_since(self, turn: _Turn) -> Callable[[], bool]:
+        """For a partial of ``turn``: has a pause long enough for the pause's decode begun
+        (or the turn ended) since it started? Then the partial's text decoder is skipped
+        (the encoder has run): the pause's decode sees all its audio and more, and it
+        waits for the decoder, as every pause's P(end), and so every end of turn, does."""
+
+        def paused() -> bool:
+            # (read from the decode's thread: ints the event loop replaces, never mutates)
+            silence = self.audio.end - turn.last_speech_idx
+            return self._turn is not turn or silence >= self.early_samples
+
+        return paused
+
     def _publish_due(self, turn: _Turn, silence: int) -> bool:
         """An early final decoded before ``turns.preempt_after_ms`` of silence (a smaller
         ``asr.early_final_ms``) goes out as the stable text once the silence is that long,
@@ -498,6 +513,7 @@ class AsrStage(Stage):
                     pcm,
                     retry=not partial,
                     beam_size=self.cfg.asr.partial_beam_size if partial else None,
+                    abandon=self._paused_since(turn) if partial else None,
                 )
             finally:
                 if gate is not None:
@@ -505,6 +521,9 @@ class AsrStage(Stage):
                 if self._decoding:
                     self._decoding = False
                     self._idle.set()
+            if hyp.abandoned:  # a pause began meanwhile: its own decode comes next
+                self.stats["abandoned"] += 1
+                continue
             if kind in ("early", "stable"):
                 self.pauses.decoded(speech_end, hyp.seconds * 1e3)
                 if not hyp.text.strip():  # no words: no transcript, so no P(end) will come
