@@ -13,8 +13,10 @@ from voicepipe.core.turns.semantic import (
     AheadLedger,
     EndOfTurnBoard,
     eagerness,
+    p_end_read,
     silence_needed_ms,
     turn_over,
+    unfinished_cue,
 )
 
 MS = 1_000_000
@@ -107,11 +109,11 @@ def _ep(name: str) -> Endpointer:
 def test_endpointer_commits_sooner_on_a_finished_turn_and_waits_through_an_unfinished_one() -> None:
     assert _speak_then_pause(_ep("off"), 640, 3000, p_end=0.99) == 416  # silence only
     assert _speak_then_pause(_ep("medium"), 640, 3000) == 416  # no estimate: as before
-    soon = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.95)
-    late = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.0005)
+    soon = _speak_then_pause(_ep("medium"), 640, 9000, p_end=0.95)
+    late = _speak_then_pause(_ep("medium"), 640, 9000, p_end=0.0005)
     assert soon is not None and late is not None
     assert 200 <= soon < 260 and late >= 1500
-    eager = _speak_then_pause(_ep("high"), 640, 3000, p_end=0.0005)
+    eager = _speak_then_pause(_ep("high"), 640, 9000, p_end=0.0005)
     assert eager is not None and eager < late
 
 
@@ -168,7 +170,7 @@ def test_a_pause_waits_for_an_estimate_on_its_way_instead_of_the_silence_rule() 
     assert med is not None
     # The pause's decode and the LLM took 900 ms: the silence rule would have cut at 416.
     assert _pause(_ep("medium"), 3000) == 416
-    assert _pause(_ep("medium"), 3000, expect_at=64, p_end_at=(900, 0.0001)) == _up(med.max_ms)
+    assert _pause(_ep("medium"), 9000, expect_at=64, p_end_at=(900, 0.0001)) == _up(med.max_ms)
     # A finished turn is committed as soon as its estimate is known past min_ms.
     assert _pause(_ep("medium"), 3000, expect_at=64, p_end_at=(480, 0.9)) == 512
     # Never longer than the longest wait, even if the estimate never comes.
@@ -214,3 +216,38 @@ def test_an_expected_estimate_never_cuts_sooner_than_its_own_wait(
         assert ended <= max(want, arrive) + 64
     else:
         assert ended == _up(e.max_ms)
+
+
+@pytest.mark.parametrize(
+    ("text", "cue"),
+    [
+        ("What is the capital of", "open word"),
+        ("I'd like to book a table for", "open word"),
+        ("Call my sister and", "open word"),
+        ("Um...", "ellipsis"),
+        ("I'd like, um", "filler"),
+        ("2, 8, 1,", "comma"),
+        ("How far is it from London to?", "open word"),  # Whisper's "?" on a cut clause
+        ("What is the capital of France?", None),
+        ("What time it is?", None),
+        ("Turn the lights on.", None),
+        ("Where are you from?", None),
+        ("Set an alarm for 6.30.", None),
+        ("The", None),  # one word: nothing to go on
+        ("", None),
+    ],
+)
+def test_unfinished_cues(text: str, cue: str | None) -> None:
+    assert unfinished_cue(text) == cue
+
+
+@given(p=st.floats(0.0, 1.0), text=st.text(max_size=40))
+def test_a_cue_only_lowers_p_end_below_every_eagerness_threshold(p: float, text: str) -> None:
+    got = p_end_read(p, text)
+    assert got <= p
+    if unfinished_cue(text) is None:
+        assert got == p
+    else:
+        for name in ("high", "medium", "low"):
+            e = eagerness(name, 400)
+            assert e is not None and got <= e.p_lo

@@ -41,7 +41,12 @@ from typing import Any
 import numpy as np
 
 from voicepipe.clock import now_ns
-from voicepipe.core.turns.semantic import AheadLedger, EndOfTurnBoard, common_prefix
+from voicepipe.core.turns.semantic import (
+    AheadLedger,
+    EndOfTurnBoard,
+    common_prefix,
+    p_end_read,
+)
 from voicepipe.nn.threads import BUDGET
 from voicepipe.schedulers.llm_batch import prefill as batched_prefill
 from voicepipe.stages.llm.local import DONE
@@ -158,8 +163,8 @@ class PrefillAhead:
         if self.board is not None:
             if p is None:
                 self.board.decline(turn, speech_end_media_ns)
-            else:
-                self.board.post(turn, speech_end_media_ns, p, text.strip())
+            else:  # (the model's P(end), unless the words end on a cue of more to come)
+                self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text.strip())
         return p
 
     # ------------------------------------------------------------ a pass
