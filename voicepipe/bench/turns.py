@@ -217,6 +217,12 @@ async def _run_mode(cfg: Any, kinds: set[str], log: Any, clip_set: str = "bench"
                         # each pause: its decode, transcript, P(end), and how it ended
                         # (core/turns/pauses.py); each final: its decode, endpoint reason
                         "pauses": [dict(s.attrs) for s in res.spans if s.name == "turns.pause"],
+                        # each pause's estimate: queued, the background pass, its own pass
+                        "p_end": [
+                            {"ms": round(s.end_ns / 1e6 - s.start_ns / 1e6, 1), **s.attrs}
+                            for s in res.spans
+                            if s.name == "llm.p_end"
+                        ],
                         "finals": [
                             {k: s.attrs.get(k) for k in FINAL_ATTRS}
                             for s in res.spans

@@ -82,6 +82,7 @@ class PrefillAhead:
         self.p_end: float | None = None
         self.p_end_text = ""
         self.errors = 0
+        self.pause_timing: dict[str, float] = {}  # the last on_pause's (ms)
 
     def prepare(self) -> None:
         """Once the engine is there: its prompt passes become split-invariant (row-wise
@@ -151,9 +152,11 @@ class PrefillAhead:
         """The pause's transcript: prefill to the end of its words now and post P(end), or
         say that none will come (the endpointer waits for one or the other)."""
         p = None
+        t0 = t1 = now_ns()
         if text.strip() and self.usable and not self.replying:
             # (replying: a reply already answers these words: its cache is its own now)
             await self.stop_background()
+            t1 = now_ns()
             self._new_turn(turn)
             try:
                 p = await self._pass(text.strip(), background=False)
@@ -165,6 +168,8 @@ class PrefillAhead:
                 self.board.decline(turn, speech_end_media_ns)
             else:  # (the model's P(end), unless the words end on a cue of more to come)
                 self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text.strip())
+        # where the estimate's time went: the background pass's end, then its own pass
+        self.pause_timing = {"stop_ms": (t1 - t0) / 1e6, "pass_ms": (now_ns() - t1) / 1e6}
         return p
 
     # ------------------------------------------------------------ a pass

@@ -50,6 +50,7 @@ from voicepipe.frames import (
     ReplyWords,
     Respond,
     SessionSetup,
+    SpanFrame,
     SpeechResumed,
     SystemFrame,
     TextChunk,
@@ -213,8 +214,22 @@ class LlmStage(Stage):
             d = p.policy.on_stable(frame.turn_id, frame.text.strip())
             await p.apply(Decision(cancel=d.cancel), frame.turn_id)  # (frees the cache)
             if self.ahead is not None:  # the pause's words, and P(end) for the endpointer
-                await self.ahead.on_pause(
+                t0 = now_ns()
+                got = await self.ahead.on_pause(
                     frame.turn_id, frame.text.strip(), frame.speech_end_media_ns
+                )
+                await self.push(  # from the pause's transcript to its estimate (or refusal)
+                    SpanFrame(
+                        turn_id=frame.turn_id,
+                        name="llm.p_end",
+                        start_ns=frame.t_ns,
+                        end_ns=now_ns(),
+                        attrs={
+                            "queued_ms": round((t0 - frame.t_ns) / 1e6, 1),
+                            **{k: round(v, 1) for k, v in self.ahead.pause_timing.items()},
+                            "p_end": -1.0 if got is None else round(got, 5),
+                        },
+                    )
                 )
             await p.apply(Decision(start=d.start), frame.turn_id, frame)
             return
