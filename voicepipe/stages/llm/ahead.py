@@ -54,6 +54,10 @@ from voicepipe.stages.llm.reply import Reply
 
 log = logging.getLogger(__name__)
 _YIELD_S = 0.01  # how often a waiting background pass looks again
+# Tokens per background pass at most: a pass cannot be stopped once in its thread, and the
+# pause's pass (P(end), which the end of turn waits for) queues behind it; on two busy
+# cores a 32-token pass of the 1.5B takes about a second.
+BACKGROUND_CHUNK = 8
 
 
 def end_probability(logits: Any, end_ids: set[int] | frozenset[int]) -> float:
@@ -264,9 +268,10 @@ class PrefillAhead:
     async def _feed(self, tokens: list[int], background: bool) -> int:
         """Make the caches hold ``tokens[:-1]``; the passes run."""
         batcher = self.local._batcher()
+        chunk = min(self.chunk, BACKGROUND_CHUNK) if background else self.chunk
         if batcher is not None:
-            return await batched_prefill(batcher, self.local.engine, tokens, self.chunk, background)
-        gen = self.local.engine.feed(tokens, self.chunk)
+            return await batched_prefill(batcher, self.local.engine, tokens, chunk, background)
+        gen = self.local.engine.feed(tokens, chunk)
         n = 0
         # (cancelled, the generator is dropped, not closed: its step may still be running
         # in the thread, under the session's lock)
