@@ -221,7 +221,7 @@ async def _run_mode(cfg: Any, kinds: set[str], log: Any, clip_set: str = "bench"
                         "p_end": [
                             {"ms": round(s.end_ns / 1e6 - s.start_ns / 1e6, 1), **s.attrs}
                             for s in res.spans
-                            if s.name == "llm.p_end"
+                            if s.name == "turns.p_end"
                         ],
                         "finals": [
                             {k: s.attrs.get(k) for k in FINAL_ATTRS}

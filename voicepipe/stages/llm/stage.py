@@ -221,7 +221,7 @@ class LlmStage(Stage):
                 await self.push(  # from the pause's transcript to its estimate (or refusal)
                     SpanFrame(
                         turn_id=frame.turn_id,
-                        name="llm.p_end",
+                        name="turns.p_end",
                         start_ns=frame.t_ns,
                         end_ns=now_ns(),
                         attrs={
