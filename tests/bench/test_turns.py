@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voicepipe.bench import turns_set
+from voicepipe.bench import turns_set, turns_tuning
 from voicepipe.bench.turns import summarize
 
 
@@ -13,6 +13,18 @@ def test_the_committed_set_has_every_kind_at_16_khz() -> None:
     for c in clips:
         assert c.pcm.dtype.name == "float32" and len(c.pcm) > turns_set.SR // 10, c.name
         assert abs(c.pcm).max() <= 1.0
+        if c.kind == "paused":
+            assert c.pauses_s and all(0.4 <= p <= 1.5 for p in c.pauses_s), c.name
+
+
+def test_the_tuning_set_shares_no_sentence_or_voice_with_the_reported_one() -> None:
+    """Numbers chosen on the tuning set are not fitted to the figures reported on the other."""
+    tuning, bench = turns_tuning.load(), turns_set.load()
+    assert {c.kind for c in tuning} == {"complete", "paused"}
+    assert not {c.text for c in tuning} & {c.text for c in bench}
+    assert not {c.voice for c in tuning} & {c.voice for c in bench}
+    for c in tuning:
+        assert c.pcm.dtype.name == "float32" and abs(c.pcm).max() <= 1.0
         if c.kind == "paused":
             assert c.pauses_s and all(0.4 <= p <= 1.5 for p in c.pauses_s), c.name
 

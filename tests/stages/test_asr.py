@@ -332,3 +332,52 @@ async def test_a_late_final_decode_does_not_see_the_endpoint_silence(asr):
     preroll_s = 0.3
     assert span.attrs["audio_s"] <= speech_s + preroll_s + CFG.asr.tail_ms / 1e3 + 0.002
     assert finals(out) and wer(NOISY_TEXT, finals(out)[0].text) <= 0.25
+
+
+async def _paused_turn(asr, estimate) -> list[Frame]:
+    """'Hello.' + 700 ms + 'Why is the sky blue?' under the semantic end of turn; an
+    estimator that answers each pause's transcript with ``estimate(text)`` (None: no
+    estimator, the session has no LLM to read P(end))."""
+    from voicepipe.core.turns.semantic import EndOfTurnBoard
+
+    a, sr = read_wav(DATA / "utt12.wav")
+    b, _ = read_wav(DATA / "utt11.wav")
+    pad = np.zeros(sr // 2, np.float32)
+    pause = np.zeros(sr * 7 // 10, np.float32)
+    pcm = np.concatenate([pad, _trim(a, sr), pause, _trim(b, sr), pad, pad, pad, pad])
+    board = EndOfTurnBoard()
+    board.estimator = estimate is not None
+    stage = AsrStage(CFG, asr=asr, eot=board)
+    out: list[Frame] = []
+
+    async def collect(f: Frame) -> None:
+        out.append(f)
+        if isinstance(f, TranscriptStable) and board.estimator:  # the LLM stage's part
+            board.post(f.turn_id, f.speech_end_media_ns, estimate(f.text), f.text)
+
+    await stage.start()
+    try:
+        n = sr // 50
+        stage.push = collect
+        for seq, i in enumerate(range(0, len(pcm), n)):
+            await stage.process(
+                AudioIn(pcm=pcm[i : i + n], sample_rate=sr, media_ns=i * 10**9 // sr, seq=seq)
+            )
+            await stage.wait_idle()  # (decoding as if it took no time: the estimate is
+            # there when the next audio comes, as the pause's decode and LLM allow)
+        await stage.process(InputEnd())
+    finally:
+        await stage.stop()
+    return out
+
+
+async def test_a_pause_the_estimate_calls_unfinished_does_not_end_the_turn(asr):
+    # Silence alone (no estimator) ends the turn in the 700 ms pause: two turns.
+    assert len(finals(await _paused_turn(asr, None))) == 2
+    # P(end) low for "Hello" (as for "the capital of …"): one turn, both sentences.
+    out = await _paused_turn(asr, lambda text: 0.9 if "sky" in text.lower() else 1e-4)
+    (fin,) = finals(out)
+    assert wer("Hello. Why is the sky blue?", fin.text) <= 0.2, fin.text
+    pauses = [f.attrs for f in out if isinstance(f, SpanFrame) and f.name == "turns.pause"]
+    assert pauses[0]["outcome"] == "resumed" and pauses[0]["p_end"] == 1e-4
+    assert pauses[-1]["outcome"] == "silence" and pauses[-1]["p_end"] == 0.9

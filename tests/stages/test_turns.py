@@ -12,6 +12,7 @@ from tests.stages._frames import sink
 from voicepipe.clock import now_ns
 from voicepipe.config import TurnsConfig
 from voicepipe.core.playout.speaker import Speaker
+from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import (
     Frame,
     InputEnd,
@@ -24,6 +25,7 @@ from voicepipe.frames import (
     SpeechStart,
     TranscriptFinal,
     TranscriptPartial,
+    TranscriptStable,
 )
 from voicepipe.pipeline import Pipeline
 from voicepipe.stages import turns
@@ -32,9 +34,11 @@ from voicepipe.stages.turns import BargeIn
 REPLY = "The capital of France is Paris, a city on the Seine."
 
 
-async def _run(frames: list[Frame], cfg: TurnsConfig | None = None) -> tuple[list[Frame], BargeIn]:
+async def _run(
+    frames: list[Frame], cfg: TurnsConfig | None = None, eot: EndOfTurnBoard | None = None
+) -> tuple[list[Frame], BargeIn]:
     out: list[Frame] = []
-    stage = BargeIn(cfg)
+    stage = BargeIn(cfg, eot=eot)
     p = Pipeline([stage], sink(out))
     await p.start()
     for f in frames:
@@ -244,3 +248,23 @@ async def test_the_duration_rule_waits_for_the_speaker_to_play_out(
     assert _verdicts(out) == ["interrupt"]
     (span,) = [f for f in out if isinstance(f, SpanFrame)]
     assert span.end_ns >= sp.silent_from() + 100_000_000
+
+
+async def test_a_pause_held_for_the_judge_gets_no_estimate_so_silence_ends_it() -> None:
+    """The endpointer waits for the LLM's P(end) of a pause; a turn held over a reply never
+    reaches the LLM, so the board says none will come (else the endpoint, and with it the
+    judge, which waits for the end, would wait the longest pause)."""
+    board = EndOfTurnBoard()
+    said = [
+        SpeechStart(turn_id=2, media_ns=5),
+        TranscriptStable(turn_id=2, text="Yeah.", speech_end_media_ns=777),
+        SpeechEnd(turn_id=2, media_ns=6),
+        TranscriptFinal(turn_id=2, text="Yeah."),
+    ]
+    out, _ = await _run(_question(1) + said, eot=board)
+    assert _verdicts(out) == ["backchannel"]
+    assert board.declined(2, 777) and not board.declined(1, 777)
+    # A turn not held (no reply in flight) goes to the LLM: nothing declined here.
+    board2 = EndOfTurnBoard()
+    await _run(said, eot=board2)
+    assert not board2.declined(2, 777)

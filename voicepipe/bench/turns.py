@@ -56,6 +56,7 @@ ECHO_PATHS = (  # (gain dB, path delay ms, user talks over it)
 BARGE_AFTER_S = 1.0  # of the answer played before the backchannel or interruption
 ECHO_BARGE_AFTER_S = 1.5
 WITHIN_MS = 400.0
+FINAL_ATTRS = ("since_speech_end_ms", "decode_ms", "endpoint", "early", "text")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,6 +79,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         choices=("complete", "paused", "backchannel", "interruption", "echo"),
         help="only these situations (repeatable; default: all)",
+    )
+    p.add_argument(
+        "--set",
+        dest="clip_set",
+        choices=("bench", "tuning"),
+        default="bench",
+        help="bench: the reported set (bench/turns_set.py); tuning: other sentences and "
+        "voices, complete and paused only (bench/turns_tuning.py), to choose numbers on",
     )
     p.add_argument("--reply-tokens", type=int, default=32, help="llm.max_new_tokens (default 32)")
     p.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
@@ -168,15 +177,20 @@ def _overlap(res: Any, first: int) -> dict[str, Any]:
     }
 
 
-async def _run_mode(cfg: Any, kinds: set[str], log: Any) -> dict[str, Any]:
+async def _run_mode(cfg: Any, kinds: set[str], log: Any, clip_set: str = "bench") -> dict[str, Any]:
+    from voicepipe.bench import turns_set, turns_tuning
     from voicepipe.bench._serve import serve_process
-    from voicepipe.bench.turns_set import load
 
-    clips = load()
+    clips = (turns_tuning if clip_set == "tuning" else turns_set).load()
     by_kind: dict[str, list[Any]] = {}
     for c in clips:
         by_kind.setdefault(c.kind, []).append(c)
-    (question,) = by_kind["question"]
+    missing = sorted(k for k in kinds if k not in by_kind and k != "echo")
+    if missing or ("question" not in by_kind and kinds - {"complete", "paused"}):
+        raise SystemExit(
+            f"bench turns: the {clip_set} set has no {', '.join(missing) or 'echo'} clips"
+        )
+    question = by_kind["question"][0] if "question" in by_kind else None
     rows: list[dict[str, Any]] = []
     async with serve_process("assistant", cfg) as srv:
         url = srv.ws_url
@@ -200,15 +214,31 @@ async def _run_mode(cfg: Any, kinds: set[str], log: Any) -> dict[str, Any]:
                         "turns": len(turns),
                         "transcripts": [t.transcript for t in turns],
                         "eot_delay_ms": eot,
+                        # each pause: its decode, transcript, P(end), and how it ended
+                        # (core/turns/pauses.py); each final: its decode, endpoint reason
+                        "pauses": [dict(s.attrs) for s in res.spans if s.name == "turns.pause"],
+                        # each pause's estimate: queued, the background pass, its own pass
+                        "p_end": [
+                            {"ms": round(s.end_ns / 1e6 - s.start_ns / 1e6, 1), **s.attrs}
+                            for s in res.spans
+                            if s.name == "turns.p_end"
+                        ],
+                        "finals": [
+                            {k: s.attrs.get(k) for k in FINAL_ATTRS}
+                            for s in res.spans
+                            if s.name == "asr.final"
+                        ],
                         "error": res.error,
                     }
                 else:
+                    assert question is not None
                     res = await _session(url, cfg, question.pcm, rate, barge=c.pcm)
                     first = min((t.turn_id for t in _answered(res)), default=1)
                     row = _overlap(res, first)
                 rows.append({"kind": kind, "clip": c.name, "text": c.text, "rate": rate, **row})
                 log(f"  {kind:<13}{c.name:<15}{rate:>6} Hz {time.perf_counter() - t0:5.1f} s")
         if "echo" in kinds:
+            assert question is not None
             talk = by_kind["interruption"][0]
             for i, (gain, delay_ms, over) in enumerate(ECHO_PATHS):
                 rate = 48000 if i % 2 else 16000
@@ -312,6 +342,7 @@ def run(args: argparse.Namespace) -> int:
         "llm": base.llm.model,
         "reply_tokens": args.reply_tokens,
         "config": args.config_file,
+        "set": args.clip_set,
         "modes": {},
     }
 
@@ -323,7 +354,7 @@ def run(args: argparse.Namespace) -> int:
             base, turns=dataclasses.replace(base.turns, backchannel=mode == "after")
         )
         log(f"bench turns: {mode} (turns.backchannel={mode == 'after'})")
-        out["modes"][mode] = asyncio.run(_run_mode(cfg, kinds, log))
+        out["modes"][mode] = asyncio.run(_run_mode(cfg, kinds, log, args.clip_set))
     if args.json:
         print(json.dumps(out, indent=1))
     else:

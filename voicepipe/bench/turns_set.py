@@ -128,10 +128,16 @@ def generate() -> list[Clip]:
     return clips
 
 
-def save(clips: list[Clip]) -> None:
+def save(
+    clips: list[Clip],
+    npz: Path = NPZ,
+    manifest: Path = MANIFEST,
+    seed: int = SEED,
+    generator: str = "voicepipe/bench/turns_set.py",
+) -> None:
     DATA.mkdir(parents=True, exist_ok=True)
     arrays = {c.name: np.round(np.clip(c.pcm, -1, 1) * 32767).astype(np.int16) for c in clips}
-    np.savez_compressed(NPZ, **arrays)  # type: ignore[arg-type]
+    np.savez_compressed(npz, **arrays)  # type: ignore[arg-type]
     meta = [
         {
             "name": c.name,
@@ -145,16 +151,18 @@ def save(clips: list[Clip]) -> None:
         }
         for c in clips
     ]
-    doc = {"sample_rate": SR, "seed": SEED, "generator": "voicepipe/bench/turns_set.py"}
-    MANIFEST.write_text(json.dumps({**doc, "clips": meta}, indent=1) + "\n")
+    doc = {"sample_rate": SR, "seed": seed, "generator": generator}
+    manifest.write_text(json.dumps({**doc, "clips": meta}, indent=1) + "\n")
 
 
-def load() -> list[Clip]:
+def load(npz: Path = NPZ, manifest: Path = MANIFEST) -> list[Clip]:
     """The committed set (float32 at 16 kHz)."""
-    if not NPZ.is_file() or not MANIFEST.is_file():
-        raise FileNotFoundError(f"{NPZ} missing: python -m voicepipe.bench.turns_set")
-    meta = json.loads(MANIFEST.read_text())["clips"]
-    with np.load(NPZ) as z:
+    if not npz.is_file() or not manifest.is_file():
+        maker = json.loads(manifest.read_text())["generator"] if manifest.is_file() else ""
+        module = maker.removesuffix(".py").replace("/", ".") or "voicepipe.bench.turns_set"
+        raise FileNotFoundError(f"{npz} missing: python -m {module}")
+    meta = json.loads(manifest.read_text())["clips"]
+    with np.load(npz) as z:
         return [
             Clip(
                 m["name"],

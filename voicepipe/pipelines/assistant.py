@@ -45,7 +45,7 @@ def build(cfg: Config, session: SessionInfo) -> list[Stage]:
     return [
         EchoCancel(cfg, speaker),
         AsrStage(cfg, turns=turns, eot=eot),
-        BargeIn(cfg.turns, speaker),
+        BargeIn(cfg.turns, speaker, eot=eot),
         LlmStage(cfg, turns=turns, eot=eot),
         TTSStage(cfg),
         OutputStage(cfg, session, speaker=speaker),

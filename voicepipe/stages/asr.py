@@ -42,6 +42,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.turns.endpoint import EndpointConfig, Endpointer, SpeechEnded, SpeechStarted
 from voicepipe.core.turns.partials import StablePrefix
+from voicepipe.core.turns.pauses import PauseLog
 from voicepipe.core.turns.semantic import Eagerness, EndOfTurnBoard, eagerness
 from voicepipe.frames import (
     AudioIn,
@@ -182,10 +184,13 @@ class AsrStage(Stage):
             "resumed": 0,
             "dropped": 0,
             "retries": 0,
+            "abandoned": 0,  # partials whose text decode a pause made pointless
         }
         self.decodes: list[tuple[str, float, float]] = []  # (kind, audio s, decode s)
         self.partial_lag_ms: list[float] = []  # arrival of a partial's last sample → pushed
         self._last_t_ns = 0
+        # The open turn's pauses, each a ``turns.pause`` span (core/turns/pauses.py).
+        self.pauses = PauseLog(min_ms=cfg.asr.early_final_ms)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -284,14 +289,25 @@ class AsrStage(Stage):
             wall = frame.t_ns - (end - c_end) * 1_000_000_000 // SR  # arrival of the chunk end
             if self.eot is not None and self._turn is not None and self.ep.in_speech:
                 last = self.ep.last_speech_media_ns
+                if self.eot.declined(self._turn.id, last):
+                    self.ep.decline_p_end(last)
                 p_end = self.eot.p_end(self._turn.id, last)
                 if p_end is not None:
+                    known = self.ep.p_end is not None
                     self.ep.set_p_end(p_end, last)
+                    if not known:
+                        self.pauses.estimate(
+                            last,
+                            self.ep.trailing_silence_ns / 1e6,
+                            p_end,
+                            self.ep.silence_needed_ns() / 1e6,
+                        )
             events = self.ep.update(
                 float(p), self._media_ns(c_end - CHUNK), self._media_ns(c_end), wall
             )
             if self._turn is not None and self.ep.in_speech:
                 turn = self._turn
+                await self._pause_trace(turn, c_end, wall)
                 turn.last_speech_idx = self._idx(self.ep.last_speech_media_ns)
                 if turn.stable_at is not None and turn.last_speech_idx > turn.stable_at:
                     turn.stable_at = None  # the user spoke on: the stable text is void
@@ -304,6 +320,35 @@ class AsrStage(Stage):
         elif not self._pending:
             self.audio.drop_before(end - PREROLL_MS * SR // 1000)
 
+    async def _pause_trace(self, turn: _Turn, c_end: int, wall: int) -> None:
+        """Book the open turn's pause: opened by enough silence, closed when speech returns."""
+        last = self.ep.last_speech_media_ns
+        if turn.last_speech_idx < self._idx(last):  # speech again: the pause before it is over
+            pause_ms = (self._media_ns(c_end - CHUNK) - self._media_ns(turn.last_speech_idx)) / 1e6
+            await self._pause_span(turn.id, self.pauses.close("resumed", pause_ms), wall)
+        else:
+            silence_ms = self.ep.trailing_silence_ns / 1e6
+            if self._estimated and silence_ms >= self.cfg.asr.early_final_ms:
+                # The pause's decode is due now: its transcript goes to the LLM for P(end),
+                # so the endpointer waits for that rather than cut on silence alone.
+                self.ep.expect_p_end(last)
+            self.pauses.silence(last, silence_ms, self.ep.silence_needed_ns() / 1e6)
+
+    @property
+    def _estimated(self) -> bool:
+        """Each pause's transcript gets a P(end) (or a refusal) from the LLM stage."""
+        return self.semantic is not None and self.eot is not None and self.eot.estimator
+
+    async def _pause_span(self, turn_id: int, attrs: dict | None, end_ns: int) -> None:
+        if attrs is None:
+            return
+        start = end_ns - round(float(attrs["pause_ms"]) * 1e6)
+        await self.push(
+            SpanFrame(
+                turn_id=turn_id, name="turns.pause", start_ns=start, end_ns=end_ns, attrs=attrs
+            )
+        )
+
     def _idx(self, media_ns: int) -> int:
         assert self._origin_media_ns is not None
         return (media_ns - self._origin_media_ns) * SR // 1_000_000_000
@@ -315,6 +360,7 @@ class AsrStage(Stage):
                 # Keep finals in turn order: the previous turn's final goes out first.
                 for turn in list(self._pending):
                     await turn.done.wait()
+                self.pauses.close("dropped", 0.0)  # (a cleared turn's: no span)
                 self._turn_seq = self.turns.next(max(self._turn_seq, self.current_turn))
                 onset = self._idx(ev.onset_media_ns)
                 # The pre-roll never reaches back into the previous turn (after a max-length
@@ -331,6 +377,8 @@ class AsrStage(Stage):
                 turn.ended, turn.end_idx = ev, at_idx
                 self._last_end_idx = at_idx
                 turn.last_speech_idx = self._idx(ev.last_speech_media_ns)
+                silence_ms = (self._media_ns(at_idx) - ev.last_speech_media_ns) / 1e6
+                await self._pause_span(turn.id, self.pauses.close(ev.reason, silence_ms), ev.now_ns)
                 await self.push(
                     SpeechEnd(
                         turn_id=turn.id, media_ns=ev.last_speech_media_ns, accepted=ev.accepted
@@ -391,6 +439,19 @@ class AsrStage(Stage):
             return turn, now, "partial"
         return None
 
+    def _paused_since(self, turn: _Turn) -> Callable[[], bool]:
+        """For a partial of ``turn``: has a pause long enough for the pause's decode begun
+        (or the turn ended) since it started? Then the partial's text decoder is skipped
+        (the encoder has run): the pause's decode sees all its audio and more, and it
+        waits for the decoder, as every pause's P(end), and so every end of turn, does."""
+
+        def paused() -> bool:
+            # (read from the decode's thread: ints the event loop replaces, never mutates)
+            silence = self.audio.end - turn.last_speech_idx
+            return self._turn is not turn or silence >= self.early_samples
+
+        return paused
+
     def _publish_due(self, turn: _Turn, silence: int) -> bool:
         """An early final decoded before ``turns.preempt_after_ms`` of silence (a smaller
         ``asr.early_final_ms``) goes out as the stable text once the silence is that long,
@@ -420,7 +481,7 @@ class AsrStage(Stage):
                 continue
             if kind == "ready":  # decoded during the endpoint silence: nothing left to do
                 self.stats["early_hits"] += 1
-                await self._finish(turn, turn.best[1] if turn.best else None)
+                await self._finish(turn, turn.best[1] if turn.best else None, early=True)
                 continue
             gate = decode_gate() if self.cfg.asr.decode_priority else None
             if gate is not None:  # finals before other sessions' partials (schedulers/asr_gate.py)
@@ -441,6 +502,10 @@ class AsrStage(Stage):
                 stop = min(cutoff, turn.last_speech_idx + self.tail_samples)
                 pcm = self.audio.get(turn.start_idx, max(stop, turn.start_idx + 1))
                 cut_t_ns = self._last_t_ns
+                speech_end = self._media_ns(turn.last_speech_idx)
+                if kind in ("early", "stable"):
+                    at_ms = (self.audio.end - turn.last_speech_idx) * 1000 / SR
+                    self.pauses.decoding(speech_end, at_ms)
                 self._decoding = True
                 partial = kind == "partial"
                 hyp = await asyncio.to_thread(
@@ -448,6 +513,7 @@ class AsrStage(Stage):
                     pcm,
                     retry=not partial,
                     beam_size=self.cfg.asr.partial_beam_size if partial else None,
+                    abandon=self._paused_since(turn) if partial else None,
                 )
             finally:
                 if gate is not None:
@@ -455,6 +521,13 @@ class AsrStage(Stage):
                 if self._decoding:
                     self._decoding = False
                     self._idle.set()
+            if hyp.abandoned:  # a pause began meanwhile: its own decode comes next
+                self.stats["abandoned"] += 1
+                continue
+            if kind in ("early", "stable"):
+                self.pauses.decoded(speech_end, hyp.seconds * 1e3)
+                if not hyp.text.strip():  # no words: no transcript, so no P(end) will come
+                    self.ep.decline_p_end(speech_end)
             self.stats[f"{kind}_s"] += hyp.seconds
             self.decodes.append((kind, hyp.audio_s, hyp.seconds))
             self.stats["retries"] += hyp.retried
@@ -489,6 +562,8 @@ class AsrStage(Stage):
             return  # too short a pause so far, or speech came back after the cutoff
         turn.stable_at = turn.last_speech_idx
         self.stats["stables"] += 1
+        silence_ms = (self.audio.end - turn.last_speech_idx) * 1000 / SR
+        self.pauses.stable(self._media_ns(turn.last_speech_idx), silence_ms, hyp.text)
         await self.push(
             TranscriptStable(
                 turn_id=turn.id,
@@ -497,7 +572,8 @@ class AsrStage(Stage):
             )
         )
 
-    async def _finish(self, turn: _Turn, hyp: Hypothesis | None) -> None:
+    async def _finish(self, turn: _Turn, hyp: Hypothesis | None, early: bool = False) -> None:
+        """Push the ended turn's final; ``early``: decoded during the endpoint silence."""
         ev = turn.ended
         assert ev is not None
         self._pending.remove(turn)
@@ -520,6 +596,7 @@ class AsrStage(Stage):
             "speech_end_media_ms": ev.last_speech_media_ns / 1e6,
             "since_speech_end_ms": (end - ev.last_speech_wall_ns) / 1e6,
             "endpoint": ev.reason,
+            "early": early,  # the pause's decode was the final (no decode after the endpoint)
             "empty": not text,
         }
         if hyp is not None:

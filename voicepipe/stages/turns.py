@@ -113,10 +113,19 @@ class _Held:
 class BargeIn(Stage):
     name = "turns"
 
-    def __init__(self, cfg: TurnsConfig | None = None, speaker: Speaker | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TurnsConfig | None = None,
+        speaker: Speaker | None = None,
+        eot: EndOfTurnBoard | None = None,
+    ) -> None:
         super().__init__()
         cfg = cfg or TurnsConfig()
         self.speaker = speaker
+        # The ASR's endpointer waits for the LLM's P(end) of each pause; a turn held here
+        # (judged over a reply) or dropped never reaches the LLM, so say none will come:
+        # its end is silence's, as the judge, which waits for the end, needs.
+        self.eot = eot
         self.pause = cfg.pause_on_speech
         self.echo_words_ns = cfg.echo_words_ms * 1_000_000
         self.enabled = True  # off: the endpoint decides (Realtime interrupt_response=false)
@@ -184,6 +193,7 @@ class BargeIn(Stage):
             await self.push(frame)
             return
         if frame.turn_id in self._dropped:
+            self._no_estimate(frame)
             return  # the rest of a backchannel or echo turn
         held = self._held
         if held is None or frame.turn_id != held.turn:
@@ -192,6 +202,7 @@ class BargeIn(Stage):
             await self.push(frame)
             return
         held.frames.append(frame)
+        self._no_estimate(frame)
         if isinstance(frame, TranscriptPartial):
             await self._judge(held.turn, lambda j, t: j.on_partial(frame.text, t))
         elif isinstance(frame, SpeechEnd):
@@ -201,6 +212,11 @@ class BargeIn(Stage):
                 await self._judge(held.turn, lambda j, t: j.on_end("", t))
         elif isinstance(frame, TranscriptFinal):
             await self._judge(held.turn, lambda j, t: j.on_end(frame.text, t))
+
+    def _no_estimate(self, frame: Frame) -> None:
+        """A pause's transcript kept from the LLM: its P(end) will not come."""
+        if isinstance(frame, TranscriptStable) and self.eot is not None:
+            self.eot.decline(frame.turn_id, frame.speech_end_media_ns)
 
     async def _speech_start(self, frame: SpeechStart) -> None:
         if self._held is not None:  # (the ASR ends a turn before it starts the next)

@@ -5,14 +5,18 @@ under a semantic policy."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from voicepipe.core.turns.endpoint import EndpointConfig, Endpointer, SpeechEnded
 from voicepipe.core.turns.semantic import (
     AheadLedger,
     EndOfTurnBoard,
     eagerness,
+    p_end_read,
     silence_needed_ms,
     turn_over,
+    unfinished_cue,
 )
 
 MS = 1_000_000
@@ -105,11 +109,11 @@ def _ep(name: str) -> Endpointer:
 def test_endpointer_commits_sooner_on_a_finished_turn_and_waits_through_an_unfinished_one() -> None:
     assert _speak_then_pause(_ep("off"), 640, 3000, p_end=0.99) == 416  # silence only
     assert _speak_then_pause(_ep("medium"), 640, 3000) == 416  # no estimate: as before
-    soon = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.95)
-    late = _speak_then_pause(_ep("medium"), 640, 3000, p_end=0.0005)
+    soon = _speak_then_pause(_ep("medium"), 640, 9000, p_end=0.95)
+    late = _speak_then_pause(_ep("medium"), 640, 9000, p_end=0.0005)
     assert soon is not None and late is not None
     assert 200 <= soon < 260 and late >= 1500
-    eager = _speak_then_pause(_ep("high"), 640, 3000, p_end=0.0005)
+    eager = _speak_then_pause(_ep("high"), 640, 9000, p_end=0.0005)
     assert eager is not None and eager < late
 
 
@@ -124,3 +128,126 @@ def test_speech_after_the_estimate_voids_it() -> None:
     ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)  # the user speaks on
     assert ep.p_end is None
     assert ep.silence_needed_ns() == 400 * MS
+
+
+def _pause(
+    ep: Endpointer,
+    silence_ms: int,
+    *,
+    expect_at: int | None = None,
+    p_end_at: tuple[int, float] | None = None,
+    decline_at: int | None = None,
+) -> int | None:
+    """640 ms of speech, then silence; at those silences (ms) an estimate is expected,
+    known or declined. Returns the silence that ended the turn (None: not ended)."""
+    t = 0
+    for _ in range(20):
+        ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)
+        t += 32
+    last = ep.last_speech_media_ns
+    for i in range(silence_ms // 32):
+        s = i * 32
+        if expect_at is not None and s >= expect_at:
+            ep.expect_p_end(last)
+        if p_end_at is not None and s >= p_end_at[0]:
+            ep.set_p_end(p_end_at[1], last)
+        if decline_at is not None and s >= decline_at:
+            ep.decline_p_end(last)
+        for ev in ep.update(0.0, t * MS, (t + 32) * MS, (t + 32) * MS):
+            if isinstance(ev, SpeechEnded):
+                return (t + 32) - ev.last_speech_media_ns // MS
+        t += 32
+    return None
+
+
+def _up(ms: float) -> int:
+    """The silence at the end of the 32 ms chunk that first reaches ``ms``."""
+    return int(-(-ms // 32) * 32)
+
+
+def test_a_pause_waits_for_an_estimate_on_its_way_instead_of_the_silence_rule() -> None:
+    med = eagerness("medium", 400)
+    assert med is not None
+    # The pause's decode and the LLM took 900 ms: the silence rule would have cut at 416.
+    assert _pause(_ep("medium"), 3000) == 416
+    assert _pause(_ep("medium"), 9000, expect_at=64, p_end_at=(900, 0.0001)) == _up(med.max_ms)
+    # A finished turn is committed as soon as its estimate is known past min_ms.
+    assert _pause(_ep("medium"), 3000, expect_at=64, p_end_at=(480, 0.9)) == 512
+    # Never longer than the longest wait, even if the estimate never comes.
+    assert _pause(_ep("medium"), 9000, expect_at=64) == _up(med.max_ms)
+    # Declined (no words decoded; the LLM busy with a reply): silence alone again.
+    assert _pause(_ep("medium"), 3000, expect_at=64, decline_at=200) == 416
+    # A decline is final for that speech end: a later expectation does not revive it.
+    assert _pause(_ep("medium"), 3000, decline_at=64, expect_at=96) == 416
+    # Silence only (eagerness off) never waits for an estimate.
+    assert _pause(_ep("off"), 3000, expect_at=64) == 416
+
+
+def test_speech_voids_the_expectation() -> None:
+    ep = _ep("medium")
+    t = 0
+    for _ in range(20):
+        ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)
+        t += 32
+    ep.expect_p_end(ep.last_speech_media_ns)
+    assert ep.awaiting_p_end
+    ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)  # the user speaks on
+    assert not ep.awaiting_p_end and ep.silence_needed_ns() == 400 * MS
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(["high", "medium", "low"]),
+    arrive=st.integers(64, 3000),
+    p=st.floats(1e-6, 1.0),
+)
+def test_an_expected_estimate_never_cuts_sooner_than_its_own_wait(
+    name: str, arrive: int, p: float
+) -> None:
+    """Waiting for the estimate can only end the turn at or after the pause the estimate
+    itself asks for (or at the policy's longest wait if it comes later than that)."""
+    e = eagerness(name, 400)
+    assert e is not None
+    ended = _pause(_ep(name), 10_000, expect_at=64, p_end_at=(arrive, p))
+    assert ended is not None
+    want = silence_needed_ms(p, e)
+    if arrive < e.max_ms:
+        assert ended >= min(want, e.max_ms)
+        assert ended <= max(want, arrive) + 64
+    else:
+        assert ended == _up(e.max_ms)
+
+
+@pytest.mark.parametrize(
+    ("text", "cue"),
+    [
+        ("What is the capital of", "open word"),
+        ("I'd like to book a table for", "open word"),
+        ("Call my sister and", "open word"),
+        ("Um...", "ellipsis"),
+        ("I'd like, um", "filler"),
+        ("2, 8, 1,", "comma"),
+        ("How far is it from London to?", "open word"),  # Whisper's "?" on a cut clause
+        ("What is the capital of France?", None),
+        ("What time it is?", None),
+        ("Turn the lights on.", None),
+        ("Where are you from?", None),
+        ("Set an alarm for 6.30.", None),
+        ("The", None),  # one word: nothing to go on
+        ("", None),
+    ],
+)
+def test_unfinished_cues(text: str, cue: str | None) -> None:
+    assert unfinished_cue(text) == cue
+
+
+@given(p=st.floats(0.0, 1.0), text=st.text(max_size=40))
+def test_a_cue_only_lowers_p_end_below_every_eagerness_threshold(p: float, text: str) -> None:
+    got = p_end_read(p, text)
+    assert got <= p
+    if unfinished_cue(text) is None:
+        assert got == p
+    else:
+        for name in ("high", "medium", "low"):
+            e = eagerness(name, 400)
+            assert e is not None and got <= e.p_lo

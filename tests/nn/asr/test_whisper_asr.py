@@ -63,3 +63,18 @@ def test_beam_size_per_call(asr):
     assert greedy.text and beam.text
     with pytest.raises(ValueError, match="beam_size"):
         asr.transcribe(pcm, beam_size=0)
+
+
+def test_a_decode_abandoned_after_the_encoder_returns_no_words(asr):
+    """A partial whose audio a pause's decode will cover stops before the text decoder."""
+    pcm, _ = read_wav(DATA / "utt03.wav")
+    asked = []
+
+    def abandon() -> bool:
+        asked.append(True)
+        return True
+
+    h = asr.transcribe(pcm, retry=False, abandon=abandon)
+    assert asked == [True] and h.abandoned and h.text == "" and h.decode_s == 0.0
+    kept = asr.transcribe(pcm, retry=False, abandon=lambda: False)
+    assert not kept.abandoned and kept.text == asr.transcribe(pcm, retry=False).text

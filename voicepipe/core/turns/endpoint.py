@@ -21,7 +21,10 @@ audio is fed):
   silence that ends a turn depends on P(end), the LLM's probability that the words so
   far are a whole turn (``set_p_end``, for the current speech end only; speech after it
   voids it): shorter after a finished question, longer through "um" or "the capital
-  of …"; ``end_silence_ms`` while no estimate is known.
+  of …". While no estimate is known: the policy's longest pause (``max_ms``) if one is
+  on its way (``expect_p_end``: the pause's transcript is being decoded, then read by
+  the LLM; a pause must not be cut just because Whisper and the LLM are slower than the
+  silence rule), else ``end_silence_ms`` (none will come: ``decline_p_end``).
 - A turn whose onset → last speech is shorter than ``min_speech_ms`` ends with
   ``accepted=False``: it was a click or a cough, not something to transcribe.
 """
@@ -96,6 +99,8 @@ class Endpointer:
         self._last = (0, 0)  # (media, wall) end of the last speech chunk
         self._media_end = 0  # end of the last chunk seen
         self._p_end: tuple[int, float] | None = None  # (speech end it is for, P(end))
+        self._expect: int | None = None  # the speech end an estimate is on its way for
+        self._declined: int | None = None  # the speech end none will come for
 
     # Readable state for the caller (e.g. to start decoding during the trailing silence).
     @property
@@ -116,6 +121,24 @@ class Endpointer:
         while that is still the open turn's last speech."""
         self._p_end = (last_speech_media_ns, p_end)
 
+    def expect_p_end(self, last_speech_media_ns: int) -> None:
+        """An estimate for the words up to ``last_speech_media_ns`` is on its way: until
+        it comes (or that is no longer the last speech), wait as long as for unfinished
+        words. Ignored once declined for that speech end."""
+        if self._declined != last_speech_media_ns:
+            self._expect = last_speech_media_ns
+
+    def decline_p_end(self, last_speech_media_ns: int) -> None:
+        """No estimate will come for that speech end: silence alone decides it."""
+        self._declined = last_speech_media_ns
+        if self._expect == last_speech_media_ns:
+            self._expect = None
+
+    @property
+    def awaiting_p_end(self) -> bool:
+        """An estimate is expected for the current speech end and not known yet."""
+        return self.in_speech and self._expect == self._last[0] and self.p_end is None
+
     @property
     def p_end(self) -> float | None:
         """P(end) for the current speech end, if known."""
@@ -129,6 +152,8 @@ class Endpointer:
         sem = self.cfg.semantic
         if sem is None:
             return self.cfg.end_silence_ms * 1_000_000
+        if self.awaiting_p_end:
+            return sem.max_ms * 1_000_000
         return round(silence_needed_ms(self.p_end, sem) * 1_000_000)
 
     def update(
@@ -171,6 +196,7 @@ class Endpointer:
     def _end(self, now_ns: int, reason: str) -> SpeechEnded:
         self.in_speech = False
         self._p_end = None
+        self._expect = self._declined = None
         # After a max-length cut the speaker may still be talking: they must prove it with
         # start_ms of fresh speech before a new turn opens.
         self._speechy = False

@@ -62,9 +62,12 @@ def eagerness(name: str, end_silence_ms: int = 400) -> Eagerness | None:
         # (min_ms, max_ms, p_hi, p_lo)
         # On `bench eot`'s set the 135M gave every unfinished transcript P(end) <= 1e-4
         # and every finished one >= 0.004 (docs/benchmarks/eot.md): p_lo sits between.
-        "high": (160, 1000, 0.20, 0.001),
-        "medium": (200, 1500, 0.30, 0.002),
-        "low": (320, 2000, 0.50, 0.005),
+        # max_ms is the Realtime API's longest wait for each semantic_vad eagerness (2 / 4
+        # / 8 s): a pause of up to 1.5 s inside a number or a clause must not end the turn,
+        # and the pause also waits that long while the estimate is on its way.
+        "high": (160, 2000, 0.20, 0.001),
+        "medium": (200, 4000, 0.30, 0.002),
+        "low": (320, 8000, 0.50, 0.005),
     }
     if key not in table:
         raise ValueError(f"unknown eagerness {name!r} (one of {', '.join(EAGERNESS_NAMES)})")
@@ -90,6 +93,46 @@ def turn_over(silence_ms: float, p_end: float | None, e: Eagerness) -> bool:
     return silence_ms >= silence_needed_ms(p_end, e)
 
 
+# Words after which a sentence cannot end: fillers, and the function words that announce
+# more ("the capital of", "a table for", "call me and"). Whisper writes a pause inside a
+# sentence as "...", a list as a trailing comma, and sometimes "?" after a cut clause
+# ("How far is it from London to?"), which the LLM then reads as a finished question.
+_FILLERS = frozenset("um uh uhm umm er erm hmm mm".split())
+# Only words a request practically never ends on: not the particles that end many
+# ("turn it on", "what is it about", "where are you from"), nor "is" ("what time it is").
+_OPEN_WORDS = frozenset(
+    """a an the my your our their
+    of to for with
+    and or but nor because if than although though whereas""".split()
+)
+UNFINISHED_P = 1e-4  # what a cue makes of P(end): below every eagerness's p_lo
+
+
+def unfinished_cue(text: str) -> str | None:
+    """Why ``text`` (a pause's transcript) cannot be the end of the user's turn, if a word
+    or mark says so: "filler", "open word", "comma" or "ellipsis"; None: no such cue."""
+    t = text.strip()
+    if not t:
+        return None
+    if t.endswith(("...", "…")):
+        return "ellipsis"
+    if t.endswith(","):
+        return "comma"
+    words = t.lower().split()
+    last = "".join(c for c in words[-1] if c.isalpha() or c == "'")
+    if last in _FILLERS:
+        return "filler"
+    if last in _OPEN_WORDS and len(words) > 1:
+        return "open word"
+    return None
+
+
+def p_end_read(p_model: float, text: str) -> float:
+    """The P(end) the endpointer goes by: the model's, unless the transcript ends on a
+    cue that the sentence goes on (then at most ``UNFINISHED_P``)."""
+    return min(p_model, UNFINISHED_P) if unfinished_cue(text) else p_model
+
+
 @dataclass(frozen=True)
 class Estimate:
     turn: int
@@ -99,11 +142,25 @@ class Estimate:
 
 
 class EndOfTurnBoard:
-    """One session's latest P(end), written by the LLM stage, read by the ASR's endpointer."""
+    """One session's latest P(end), written by the LLM stage, read by the ASR's endpointer.
+
+    ``estimator``: something will answer each pause's transcript (the LLM stage sets it
+    when it has a streaming prefill), so the endpointer may wait for the answer; that
+    answer is an estimate (``post``) or a refusal (``decline``: no estimate will come for
+    this pause, e.g. a reply of the session holds the cache): the endpointer then goes by
+    silence alone instead of waiting."""
 
     def __init__(self) -> None:
         self.latest: Estimate | None = None
         self.posted = 0
+        self.estimator = False
+        self._declined: tuple[int, int] | None = None
+
+    def decline(self, turn: int, speech_end_media_ns: int) -> None:
+        self._declined = (turn, speech_end_media_ns)
+
+    def declined(self, turn: int, speech_end_media_ns: int) -> bool:
+        return self._declined == (turn, speech_end_media_ns)
 
     def post(self, turn: int, speech_end_media_ns: int, p_end: float, text: str = "") -> None:
         if not 0.0 <= p_end <= 1.0:

@@ -24,6 +24,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -55,6 +56,7 @@ class Hypothesis:
     encode_s: float
     decode_s: float
     retried: bool = False
+    abandoned: bool = False  # stopped after the encoder (``transcribe``'s ``abandon``)
 
     @property
     def seconds(self) -> float:
@@ -170,7 +172,14 @@ class WhisperAsr:
         want = n_frames + round(pad_s * FRAMES_PER_S)
         return min(FULL_FRAMES, -(-want // FRAMES_PER_S) * FRAMES_PER_S)
 
-    def _run(self, mel: np.ndarray, frames: int, max_tokens: int, beam_size: int):
+    def _run(
+        self,
+        mel: np.ndarray,
+        frames: int,
+        max_tokens: int,
+        beam_size: int,
+        abandon: Callable[[], bool] | None = None,
+    ):
         import ctranslate2
 
         n = mel.shape[-1]
@@ -178,6 +187,8 @@ class WhisperAsr:
         t0 = time.perf_counter()
         enc = self.ct2.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(x[None])))
         t1 = time.perf_counter()
+        if abandon is not None and abandon():
+            return None, t1 - t0
         res = self.ct2.generate(
             enc,
             [self.prompt],
@@ -196,7 +207,12 @@ class WhisperAsr:
         return text, float(res.no_speech_prob), float(avg_logprob), t1 - t0, t2 - t1
 
     def transcribe(
-        self, pcm: np.ndarray, *, retry: bool = True, beam_size: int | None = None
+        self,
+        pcm: np.ndarray,
+        *,
+        retry: bool = True,
+        beam_size: int | None = None,
+        abandon: Callable[[], bool] | None = None,
     ) -> Hypothesis:
         """Text of one utterance (16 kHz mono float32), or "" if Whisper hears no speech.
 
@@ -205,6 +221,9 @@ class WhisperAsr:
         and whatever still loops is cut where the loop begins (the loop restarts the
         utterance, so the text before it is the transcript). ``retry=False`` (partials)
         only cuts. ``beam_size`` overrides the instance's (partials decode greedily).
+        ``abandon``: asked once the encoder has run (a CTranslate2 call cannot be stopped
+        midway); True skips the text decoder and returns an empty, ``abandoned`` result
+        (a partial whose audio a pause's decode is about to cover).
         """
         beam = self.beam_size if beam_size is None else beam_size
         if beam < 1:
@@ -223,7 +242,11 @@ class WhisperAsr:
             mel = self.features(x)[:, :-1]  # (80, T); the last frame covers only padding
             frames = self._window_frames(mel.shape[-1], self.pad_s)
             max_tokens = min(220, int(TOKENS_PER_S * audio_s) + 10)
-            text, nsp, lp, te, td = self._run(mel, frames, max_tokens, beam)
+            got = self._run(mel, frames, max_tokens, beam, abandon)
+            if got[0] is None:
+                return Hypothesis("", "", 1.0, 0.0, audio_s, frames / FRAMES_PER_S, got[1], 0.0,
+                                  abandoned=True)  # fmt: skip
+            text, nsp, lp, te, td = got
             retried = False
             if retry and (repeats(text) or periodic(text)) and frames < FULL_FRAMES:
                 log.debug("decode loop in a %.0f s window, retrying: %r", frames / 100, text)

@@ -41,7 +41,12 @@ from typing import Any
 import numpy as np
 
 from voicepipe.clock import now_ns
-from voicepipe.core.turns.semantic import AheadLedger, EndOfTurnBoard, common_prefix
+from voicepipe.core.turns.semantic import (
+    AheadLedger,
+    EndOfTurnBoard,
+    common_prefix,
+    p_end_read,
+)
 from voicepipe.nn.threads import BUDGET
 from voicepipe.schedulers.llm_batch import prefill as batched_prefill
 from voicepipe.stages.llm.local import DONE
@@ -49,6 +54,10 @@ from voicepipe.stages.llm.reply import Reply
 
 log = logging.getLogger(__name__)
 _YIELD_S = 0.01  # how often a waiting background pass looks again
+# Tokens per background pass at most: a pass cannot be stopped once in its thread, and the
+# pause's pass (P(end), which the end of turn waits for) queues behind it; on two busy
+# cores a 32-token pass of the 1.5B takes about a second.
+BACKGROUND_CHUNK = 8
 
 
 def end_probability(logits: Any, end_ids: set[int] | frozenset[int]) -> float:
@@ -77,6 +86,7 @@ class PrefillAhead:
         self.p_end: float | None = None
         self.p_end_text = ""
         self.errors = 0
+        self.pause_timing: dict[str, float] = {}  # the last on_pause's (ms)
 
     def prepare(self) -> None:
         """Once the engine is there: its prompt passes become split-invariant (row-wise
@@ -143,19 +153,27 @@ class PrefillAhead:
         # the reply's own passes take that lock, or, batched, queue behind it)
 
     async def on_pause(self, turn: int, text: str, speech_end_media_ns: int) -> float | None:
-        """The pause's transcript: prefill to the end of its words now and post P(end)."""
-        if not text.strip() or not self.usable or self.replying:
-            return None  # (a reply already answers these words: its cache is its own now)
-        await self.stop_background()
-        self._new_turn(turn)
-        try:
-            p = await self._pass(text.strip(), background=False)
-        except Exception as e:
-            self.errors += 1
-            log.warning("prefill ahead (pause) failed: %r", e)
-            return None
-        if p is not None and self.board is not None:
-            self.board.post(turn, speech_end_media_ns, p, text.strip())
+        """The pause's transcript: prefill to the end of its words now and post P(end), or
+        say that none will come (the endpointer waits for one or the other)."""
+        p = None
+        t0 = t1 = now_ns()
+        if text.strip() and self.usable and not self.replying:
+            # (replying: a reply already answers these words: its cache is its own now)
+            await self.stop_background()
+            t1 = now_ns()
+            self._new_turn(turn)
+            try:
+                p = await self._pass(text.strip(), background=False)
+            except Exception as e:
+                self.errors += 1
+                log.warning("prefill ahead (pause) failed: %r", e)
+        if self.board is not None:
+            if p is None:
+                self.board.decline(turn, speech_end_media_ns)
+            else:  # (the model's P(end), unless the words end on a cue of more to come)
+                self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text.strip())
+        # where the estimate's time went: the background pass's end, then its own pass
+        self.pause_timing = {"stop_ms": (t1 - t0) / 1e6, "pass_ms": (now_ns() - t1) / 1e6}
         return p
 
     # ------------------------------------------------------------ a pass
@@ -250,9 +268,10 @@ class PrefillAhead:
     async def _feed(self, tokens: list[int], background: bool) -> int:
         """Make the caches hold ``tokens[:-1]``; the passes run."""
         batcher = self.local._batcher()
+        chunk = min(self.chunk, BACKGROUND_CHUNK) if background else self.chunk
         if batcher is not None:
-            return await batched_prefill(batcher, self.local.engine, tokens, self.chunk, background)
-        gen = self.local.engine.feed(tokens, self.chunk)
+            return await batched_prefill(batcher, self.local.engine, tokens, chunk, background)
+        gen = self.local.engine.feed(tokens, chunk)
         n = 0
         # (cancelled, the generator is dropped, not closed: its step may still be running
         # in the thread, under the session's lock)

@@ -50,6 +50,7 @@ from voicepipe.frames import (
     ReplyWords,
     Respond,
     SessionSetup,
+    SpanFrame,
     SpeechResumed,
     SystemFrame,
     TextChunk,
@@ -121,6 +122,8 @@ class LlmStage(Stage):
         self.ahead: PrefillAhead | None = None
         if cfg.turns.prefill_ahead and isinstance(self.backend, LocalEngine):
             self.ahead = PrefillAhead(self.backend, eot, cfg.llm.prefill_chunk)
+            if eot is not None:  # each pause's transcript gets an answer (ahead.on_pause)
+                eot.estimator = True
 
     async def _out(self, frame: Frame) -> None:
         # (``push`` is wired after construction, by the pipeline: looked up at each frame)
@@ -205,12 +208,28 @@ class LlmStage(Stage):
             return
         if isinstance(frame, TranscriptStable):  # between ASR and here only: not pushed on
             if not conv.auto_reply:
-                return  # no reply of its own: nothing to start early
+                if self.ahead is not None and self.ahead.board is not None:
+                    self.ahead.board.decline(frame.turn_id, frame.speech_end_media_ns)
+                return  # no reply of its own: nothing to start early (nor P(end))
             d = p.policy.on_stable(frame.turn_id, frame.text.strip())
             await p.apply(Decision(cancel=d.cancel), frame.turn_id)  # (frees the cache)
             if self.ahead is not None:  # the pause's words, and P(end) for the endpointer
-                await self.ahead.on_pause(
+                t0 = now_ns()
+                got = await self.ahead.on_pause(
                     frame.turn_id, frame.text.strip(), frame.speech_end_media_ns
+                )
+                await self.push(  # from the pause's transcript to its estimate (or refusal)
+                    SpanFrame(
+                        turn_id=frame.turn_id,
+                        name="turns.p_end",
+                        start_ns=frame.t_ns,
+                        end_ns=now_ns(),
+                        attrs={
+                            "queued_ms": round((t0 - frame.t_ns) / 1e6, 1),
+                            **{k: round(v, 1) for k, v in self.ahead.pause_timing.items()},
+                            "p_end": -1.0 if got is None else round(got, 5),
+                        },
+                    )
                 )
             await p.apply(Decision(start=d.start), frame.turn_id, frame)
             return
