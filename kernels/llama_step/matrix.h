@@ -3,7 +3,7 @@
 // taking a fixed share of the output rows.
 #pragma once
 #include <immintrin.h>
-#include <torch/extension.h>
+#include "../torch_binding.h"
 
 #include <cmath>
 #include <vector>
