@@ -104,7 +104,7 @@ def _reported(got: list[tuple[float, str]]) -> dict[str, float]:
     pipeline's model loading."""
     out: dict[str, float] = {}
     for _, line in got:
-        if m := re.search(r"kernels/(\S+?)\.cpp compiled in (\d+) s", line):
+        if m := re.search(r"kernels/(\S+?)\.cpp compiled in ([\d.]+) s", line):
             out[f"compile_{Path(m.group(1)).name}_s"] = float(m.group(2))
         elif m := re.search(r"into \w+: layer (\d+)/(\d+) \((\d+) s\)", line):
             if m.group(1) == m.group(2):
