@@ -15,7 +15,7 @@ MAKEFLAGS += -j2 --no-print-directory
 
 .PHONY: setup fetch kernels pack models run test lint clean
 
-setup: $(STAMP) models
+setup: $(STAMP) models kernels
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -43,19 +43,20 @@ $(STAMP): $(BASE)
 fetch: | $(BIN)/python
 	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pull --no-pack --quiet
 
-# Builds the C++ kernels as soon as torch is in, while the models download (compiling
-# them is the longest step of a first start).
+# Builds the C++ kernels as soon as torch is in, while the models download (the fused
+# step's compile, about a minute, is the longest step of a first start).
 kernels: $(CORE)
 	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pack --kernels-only
 
-# Packs the LLM for this CPU once the kernels and its file are in, while pip installs
-# the rest (docs/CLI.md: models pack).
-pack: kernels fetch
+# Packs the LLM for this CPU once torch and its file are in, while the fused step
+# compiles and pip installs the rest: the packing needs only the packing kernel, which it
+# builds in seconds (docs/CLI.md: models pack).
+pack: $(CORE) fetch
 	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pack --quiet
 
 models: fetch pack
 
-run: models $(BASE)
+run: models kernels $(BASE)
 	$(BIN)/voicepipe serve $(SERVE_ARGS)
 
 test: setup

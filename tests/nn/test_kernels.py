@@ -76,6 +76,7 @@ def test_no_compiler_falls_back_to_the_reference(monkeypatch) -> None:
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         assert qlinear.q8gemm() is None
+    assert not kernels.fused_expected()  # int4 then packs for aten's kernel
     w = torch.randn(20, 64)
     got, want = qlinear.pack_q4(w), qlinear.pack_q4_reference(w)
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
@@ -87,6 +88,7 @@ def test_kernels_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv("VOICEPIPE_KERNELS", "0")
     monkeypatch.setattr(kernels, "_BUILT", {})
     assert kernels.pack() is None and kernels.q8gemm() is None
+    assert not kernels.fused_expected()
 
 
 _HOLD = """

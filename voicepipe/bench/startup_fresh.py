@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 STEPS = (
     ("kernel_compile_started", re.compile(r"voicepipe: compiling kernels/")),
     ("kernels_compiled", re.compile(r"kernels/llama_step/llama_step\.cpp compiled in")),
-    ("packing_started", re.compile(r"building the kernels and packing")),
+    ("packing_started", re.compile(r"voicepipe: packing \S+ \(")),
     ("packed", re.compile(r"packed weights cached in|: packed in \d+ s")),
     ("serve_started", re.compile(r"starting pipeline")),
     ("pipeline_ready", re.compile(r"pipeline \S+ ready in")),

@@ -330,6 +330,22 @@ def _build(
         return None
 
 
+def fused_expected() -> bool:
+    """The fused step (kernels/llama_step) is built here, or will be: kernels enabled, a
+    compiler and ninja present, no failed build in this process. Asked by what decides
+    the packed weights' layout, so packing need not wait for the step's minute of compiling
+    (set-up packs while it compiles); whatever runs the model still waits for the build."""
+    if "llama_step" in _BUILT:
+        return _BUILT["llama_step"] is not None
+    return enabled() and compiler() is not None and _ninja()
+
+
+def _ninja() -> bool:
+    from torch.utils.cpp_extension import is_ninja_available
+
+    return bool(is_ninja_available())
+
+
 def build_root() -> Path:
     """Where the native kernels build and every kernel's sources are staged:
     $TORCH_EXTENSIONS_DIR (torch builds its extensions there too: a fresh-clone run or a

@@ -92,3 +92,26 @@ def test_models_pack_writes_the_file_serving_maps(
     assert path.stat().st_mtime_ns == mtime
     assert cli.main(["models", "pack", "whisper-tiny.en"]) == 2
     assert "not an LLM" in capfd.readouterr().err
+
+
+def test_models_pack_does_not_wait_for_the_fused_step(
+    home: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Set-up packs while the fused step compiles: `models pack` never asks for the step,
+    yet writes the file in the layout a load with the step built then maps."""
+    from voicepipe import cli
+    from voicepipe.nn import kernels
+
+    def no(*_: object) -> None:
+        pytest.fail("models pack asked for the fused step (it waits for its compile)")
+
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "llama_step", no)
+        assert cli.main(["models", "pack", str(home), "--weights", "int4"]) == 0
+    (path,) = packed.cache_dir().glob("*.pt")
+    capfd.readouterr()
+    served, _ = llama.load(home, "int4", max_len=64)  # as serve loads it
+    assert "packing" not in capfd.readouterr().err  # mapped, not packed again
+    assert path == packed.cache_path(home, "int4", True)
+    if kernels.llama_step() is not None:
+        assert "-q4a8-" in path.name and served.fused is not None

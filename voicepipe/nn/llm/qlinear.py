@@ -93,9 +93,10 @@ def _pack_op(fn: Callable[..., None]) -> Callable[[torch.Tensor], list[torch.Ten
 
 
 def q4_kernel() -> bool:
-    """The fused llama step can run Q4_1-shaped int4 matrices here (it is built: AVX-512
-    VNNI or AVX2)."""
-    return kbuild.llama_step() is not None
+    """Int4 matrices take the fused llama step's Q4_1-shaped layout here: the step is
+    built, or will be (AVX-512 VNNI or AVX2, a compiler). It is not waited for: packing
+    runs while it compiles, and the model waits for it when it builds its fused step."""
+    return kbuild.fused_expected()
 
 
 def act_dtype(weights: str, kernels: bool = True) -> torch.dtype:
