@@ -150,7 +150,10 @@ def _ext_name(name: str, main: str, headers: tuple[str, ...], flags: tuple[str, 
 
 
 def _say(text: str) -> None:
-    print(f"voicepipe: {text}", file=sys.stderr, flush=True)
+    # One write per line: print() writes the text and the newline apart, and two kernels
+    # building side by side (two threads) then ran their lines together.
+    sys.stderr.write(f"voicepipe: {text}\n")
+    sys.stderr.flush()
 
 
 def _compiling(main: str, how_long: str) -> None:
