@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-pack", action="store_true",
         help="do not pack the configured LLM's weights for this CPU after pulling it",
     )  # fmt: skip
+    pp.add_argument(
+        "--llm-only", action="store_true",
+        help="only the configured [llm] model: set-up fetches it first, so its packing "
+        "starts while the other models download",
+    )  # fmt: skip
     pk = sub2.add_parser(
         "pack",
         help="pack an LLM's weights for this CPU now (else done on its first load)",
@@ -70,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     every = action == "verify" or getattr(args, "all", False)
     names = args.names or [m.name for m in ms.values() if every or m.default]
+    if getattr(args, "llm_only", False):
+        names = [_configured_llm()[0]]
     try:
         if action == "pull":
             return _pull(args, names, ms)
