@@ -23,12 +23,12 @@ setup: $(STAMP) models kernels
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
 
-# What packing the LLM needs (torch, numpy, tokenizers; ninja builds the C++ kernels) goes
-# in first, so the packing runs beside the rest of the install.
+# What packing the LLM needs (torch, numpy, tokenizers, gguf; ninja builds the fused
+# kernel) goes in first, so the packing runs beside the rest of the install.
 $(CORE): pyproject.toml | $(BIN)/python
 	@# torch first: the CPU wheel on disk; anything installed later that wants torch is then satisfied
 	@$(PIP) torch==2.13.0
-	@$(PIP) numpy tokenizers ninja
+	@$(PIP) numpy tokenizers ninja gguf
 	@touch $(CORE)
 
 $(BASE): $(CORE)
