@@ -57,10 +57,9 @@ kernels: $(CORE)
 
 # Packs the LLM for this CPU once torch and its file are in, while the fused step
 # compiles and pip installs the rest: the packing needs only the packing kernel, which it
-# builds in seconds (docs/CLI.md: models pack). Niced: the compile is one thread and the
-# longest job, so it gets its core; the packing's two threads take what is left.
+# builds in seconds (docs/CLI.md: models pack).
 pack: $(CORE) fetch-llm
-	@PYTHONPATH=. nice -n 10 $(BIN)/python -m voicepipe.cli models pack --quiet
+	@PYTHONPATH=. $(BIN)/python -m voicepipe.cli models pack --quiet
 
 models: fetch pack
 
