@@ -1,4 +1,5 @@
-// What the kernels need of torch for their Python bindings, and no more.
+// What kernels/llama_step needs of torch for its Python binding, and no more (the other
+// kernels are plain C over raw pointers, loaded with ctypes: no torch header at all).
 //
 // <torch/extension.h> pulls in the whole C++ frontend (autograd, nn, optim):
 // ~50 s of a first build's ~70 s on this CPU went to parsing it, on the

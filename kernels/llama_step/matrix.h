@@ -3,7 +3,7 @@
 // taking fixed shares of the output rows or claiming chunks of them (Chunks).
 #pragma once
 #include <immintrin.h>
-#include <torch/extension.h>
+#include "../torch_binding.h"
 
 #include <atomic>
 #include <cmath>

@@ -16,14 +16,17 @@
 // m = fp16(lo), q = clamp(round_half_even((x - m) / d), 0, 15) (0 where d is 0),
 // each step the float32 operation the reference does, in its order, so the
 // result is bit-identical. Layout: see pack_q4_reference's docstring.
-#include "../torch_binding.h"
-
+//
+// Plain C functions over raw pointers, loaded with ctypes (voicepipe/nn/kernels.py):
+// no torch header is parsed, so the compile takes seconds instead of ~40 s on a
+// fresh machine's critical path. The Python side checks dtypes, shapes and
+// contiguity and allocates the outputs (nibbles and m zeroed: padded outputs keep
+// their zeros); threads: OpenMP, as many as torch.get_num_threads() says.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 namespace {
 
@@ -95,43 +98,32 @@ void q6_k_block(const uint8_t* b, float* y) {
 }
 
 template <void (*Block)(const uint8_t*, float*), int64_t kBytes>
-torch::Tensor dequant(torch::Tensor raw) {
-  TORCH_CHECK(raw.scalar_type() == torch::kByte && raw.is_contiguous(),
-              "raw must be contiguous uint8 blocks");
-  TORCH_CHECK(raw.numel() % kBytes == 0, "not a whole number of blocks");
-  const int64_t n = raw.numel() / kBytes;
-  auto y = torch::empty({n * 256}, raw.options().dtype(torch::kFloat));
-  const uint8_t* bp = raw.data_ptr<uint8_t>();
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, n, 256, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) Block(bp + i * kBytes, yp + i * 256);
-  });
-  return y;
+void dequant(const uint8_t* raw, int64_t n, float* y, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n >= 512)
+  for (int64_t i = 0; i < n; ++i) Block(raw + i * kBytes, y + i * 256);
 }
 
 }  // namespace
 
-std::vector<torch::Tensor> pack_q4(torch::Tensor w) {
-  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kFloat && w.is_contiguous(),
-              "w must be a contiguous (out, in) float32 tensor");
-  const int64_t n = w.size(0), k = w.size(1);
-  TORCH_CHECK(k % kBlock == 0, "pack_q4 needs in_features divisible by 32");
-  const int64_t nb = k / kBlock, ng = (n + 15) / 16;
-  auto nib = torch::zeros({ng, nb, 256}, w.options().dtype(torch::kByte));
-  auto d = torch::empty({n, nb}, w.options());
-  auto mt = torch::zeros({ng, nb, 16}, w.options().dtype(torch::kHalf));
-  const float* wp = w.data_ptr<float>();
-  uint8_t* np = nib.data_ptr<uint8_t>();
-  float* dp = d.data_ptr<float>();
-  uint16_t* mp = reinterpret_cast<uint16_t*>(mt.data_ptr<at::Half>());
-  at::parallel_for(0, ng, 8, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) pack_group(wp, n, k, g, np, dp, mp);
-  });
-  return {nib, d, mt};
+extern "C" {
+
+// w (n, k) fp32, k % 32 == 0 -> nib (ceil(n/16), k/32, 256) uint8 zeroed, d (n, k/32)
+// fp32, m (ceil(n/16), k/32, 16) fp16 bits zeroed.
+void vp_pack_q4(const float* w, int64_t n, int64_t k, uint8_t* nib, float* d, uint16_t* m,
+                int threads) {
+  const int64_t ng = (n + 15) / 16;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && ng >= 16)
+  for (int64_t g = 0; g < ng; ++g) pack_group(w, n, k, g, nib, d, m);
 }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("pack_q4", &pack_q4, "fp32 (out, in) -> the fused step's int4 nibbles, d, m");
-  m.def("dequant_q4_k", &dequant<q4_k_block, 144>, "Q4_K blocks (uint8) -> flat fp32");
-  m.def("dequant_q6_k", &dequant<q6_k_block, 210>, "Q6_K blocks (uint8) -> flat fp32");
+// n Q4_K blocks (144 bytes each) -> n * 256 fp32.
+void vp_dequant_q4_k(const uint8_t* raw, int64_t n, float* y, int threads) {
+  dequant<q4_k_block, 144>(raw, n, y, threads);
 }
+
+// n Q6_K blocks (210 bytes each) -> n * 256 fp32.
+void vp_dequant_q6_k(const uint8_t* raw, int64_t n, float* y, int threads) {
+  dequant<q6_k_block, 210>(raw, n, y, threads);
+}
+
+}  // extern "C"

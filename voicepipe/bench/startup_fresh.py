@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 STEPS = (
     ("kernel_compile_started", re.compile(r"voicepipe: compiling kernels/")),
     ("kernels_compiled", re.compile(r"kernels/llama_step/llama_step\.cpp compiled in")),
-    ("packing_started", re.compile(r"building the kernels and packing")),
+    ("packing_started", re.compile(r"voicepipe: packing \S+ \(")),
     ("packed", re.compile(r"packed weights cached in|: packed in \d+ s")),
     ("serve_started", re.compile(r"starting pipeline")),
     ("pipeline_ready", re.compile(r"pipeline \S+ ready in")),
@@ -104,7 +104,7 @@ def _reported(got: list[tuple[float, str]]) -> dict[str, float]:
     pipeline's model loading."""
     out: dict[str, float] = {}
     for _, line in got:
-        if m := re.search(r"kernels/(\S+?)\.cpp compiled in (\d+) s", line):
+        if m := re.search(r"kernels/(\S+?)\.cpp compiled in ([\d.]+) s", line):
             out[f"compile_{Path(m.group(1)).name}_s"] = float(m.group(2))
         elif m := re.search(r"into \w+: layer (\d+)/(\d+) \((\d+) s\)", line):
             if m.group(1) == m.group(2):

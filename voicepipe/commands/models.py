@@ -33,13 +33,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-pack", action="store_true",
         help="do not pack the configured LLM's weights for this CPU after pulling it",
     )  # fmt: skip
+    pp.add_argument(
+        "--llm-only", action="store_true",
+        help="only the configured [llm] model: set-up fetches it first, so its packing "
+        "starts while the other models download",
+    )  # fmt: skip
     pk = sub2.add_parser(
         "pack",
         help="pack an LLM's weights for this CPU now (else done on its first load)",
         description=(
-            "Builds the C++ kernels if needed, then dequantizes the GGUF and packs it into "
-            "the kernels' format once, into $VOICEPIPE_HOME/packed/; later loads map that "
-            "file. Default: the configured [llm] model and weights."
+            "Builds the weight-packing kernel if needed, then dequantizes the GGUF and packs "
+            "it into the kernels' format once, into $VOICEPIPE_HOME/packed/; later loads map "
+            "that file. It does not wait for the fused step's compile (--kernels-only "
+            "builds that). Default: the configured [llm] model and weights."
         ),
     )
     pk.add_argument("names", nargs="*", help="LLM names or GGUF paths (default: [llm] model)")
@@ -69,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     every = action == "verify" or getattr(args, "all", False)
     names = args.names or [m.name for m in ms.values() if every or m.default]
+    if getattr(args, "llm_only", False):
+        names = [_configured_llm()[0]]
     try:
         if action == "pull":
             return _pull(args, names, ms)
@@ -127,7 +135,8 @@ def _pull(args: argparse.Namespace, names: list[str], ms: dict) -> int:
 
 
 def _build_kernels() -> int:
-    """The C++ kernels, two side by side (a core each); compiling is most of a first load."""
+    """The C++ kernels: the fused step (about a minute) with the two small ones (seconds
+    each) beside it."""
     from voicepipe.nn import kernels
     from voicepipe.nn.llm.qlinear import q8gemm
 
@@ -147,9 +156,9 @@ def _build_kernels() -> int:
 
 
 def _kernels_beside() -> threading.Thread:
-    """The smaller kernels (weight packing, the drafter's int8 GEMM), building on the other
-    core from now while the caller builds the fused step (else a first load compiles them
-    one after another, on the critical path)."""
+    """The small kernels (weight packing, the drafter's int8 GEMM), building on the other
+    core from now while the caller builds the fused step. A packing process asking for
+    the packing kernel at the same moment waits for this build (kernels.file_lock)."""
     from voicepipe.nn import kernels
     from voicepipe.nn.llm.qlinear import q8gemm
 
@@ -185,11 +194,11 @@ def _pack(names: list[str], weights: str | None, quiet: bool = False) -> int:
                 print(f"{name} ({weights}): already packed")
             continue
         t0 = time.perf_counter()
-        print(f"voicepipe: building the kernels and packing {name} ({weights}) …",
-              file=sys.stderr, flush=True)  # fmt: skip
-        side = _kernels_beside()
-        llama.load(path, weights, max_len=16)
-        side.join()
+        print(f"voicepipe: packing {name} ({weights}) …", file=sys.stderr, flush=True)
+        # fused=False: the packing needs the packing kernel (seconds to build), not the
+        # fused step, whose minute of compiling (`models pack --kernels-only`, make's
+        # kernels job) then runs beside it instead of before it.
+        llama.load(path, weights, max_len=16, fused=False)
         print(f"voicepipe: {name} packed in {time.perf_counter() - t0:.0f} s",
               file=sys.stderr, flush=True)  # fmt: skip
     return 0

@@ -92,3 +92,82 @@ def test_models_pack_writes_the_file_serving_maps(
     assert path.stat().st_mtime_ns == mtime
     assert cli.main(["models", "pack", "whisper-tiny.en"]) == 2
     assert "not an LLM" in capfd.readouterr().err
+
+
+def test_models_pack_does_not_wait_for_the_fused_step(
+    home: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Set-up packs while the fused step compiles: `models pack` never asks for the step,
+    yet writes the file in the layout a load with the step built then maps."""
+    from voicepipe import cli
+    from voicepipe.nn import kernels
+
+    def no(*_: object) -> None:
+        pytest.fail("models pack asked for the fused step (it waits for its compile)")
+
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "llama_step", no)
+        assert cli.main(["models", "pack", str(home), "--weights", "int4"]) == 0
+    (path,) = packed.cache_dir().glob("*.pt")
+    capfd.readouterr()
+    served, _ = llama.load(home, "int4", max_len=64)  # as serve loads it
+    assert "packing" not in capfd.readouterr().err  # mapped, not packed again
+    assert path == packed.cache_path(home, "int4", True)
+    if kernels.llama_step() is not None:
+        assert "-q4a8-" in path.name and served.fused is not None
+
+
+# Runs a command, then prints the top-level entries of site-packages its modules came
+# from (a vendored module counts as its vendor's: setuptools/_vendor/... is setuptools).
+_IMPORTS = """
+import sys
+from voicepipe import cli
+code = cli.main(sys.argv[1:])
+files = [getattr(m, "__file__", None) or "" for m in list(sys.modules.values())]
+tops = {f.split("site-packages/")[1].split("/")[0].split(".")[0]
+        for f in files if "site-packages/" in f}
+print(" ".join(sorted(tops)))
+sys.exit(code)
+"""
+
+
+def test_models_pack_needs_only_what_make_installs_first(home: Path) -> None:
+    """make's pack job starts once torch and the few packages beside it (CORE) are in, while
+    pip installs the rest: every third-party module `models pack` imports must come from
+    those packages or what they depend on."""
+    import importlib.metadata as md
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from packaging.requirements import Requirement
+
+    repo = Path(__file__).resolve().parents[3]
+    make = (repo / "Makefile").read_text()
+    recipe = make[make.index("$(CORE): ") :].split("\n\n")[0]
+    wanted = [w for line in re.findall(r"\$\(PIP\) (.+)", recipe) for w in line.split()]
+    dists: set[str] = set()
+    todo = [re.split(r"[=<>!~\[;]", w)[0] for w in wanted]
+    while todo:  # the packages and their dependencies, as pip installs them
+        name = todo.pop().lower().replace("_", "-")
+        if name in dists:
+            continue
+        dists.add(name)
+        for line in md.requires(name) or []:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    dists |= {"pip", "setuptools"}  # in every venv python -m venv makes
+    allowed = {"_distutils_hack"}  # setuptools' own
+    for top, owners in md.packages_distributions().items():
+        if any(o.lower().replace("_", "-") in dists for o in owners):
+            allowed.add(top)
+    env = os.environ | {"PYTHONPATH": str(repo)}  # VOICEPIPE_HOME: the test's own (home)
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, "models", "pack", str(home), "--weights", "int4"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    used = {t for t in out.stdout.split() if not t.startswith("__editable__")}
+    assert "gguf" in used and "torch" in used  # what packing is made of
+    assert used <= allowed, f"not installed with torch by make: {sorted(used - allowed)}"

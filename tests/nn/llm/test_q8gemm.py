@@ -45,9 +45,9 @@ def test_matches_reference_and_is_batch_invariant(q8, n, k) -> None:
 
 def test_rejects_bad_shapes(q8) -> None:
     w = torch.zeros(4, 48, dtype=torch.int8)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="multiple of 32"):
         q8(torch.zeros(1, 48), w, torch.ones(4))  # K not a multiple of 32
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="float32"):
         q8(
             torch.zeros(1, 64, dtype=torch.bfloat16),
             torch.zeros(4, 64, dtype=torch.int8),

@@ -108,7 +108,21 @@ def _kernel(type_name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
         return None
     from voicepipe.nn import kernels
 
-    mod = kernels.pack()
-    if mod is None:
+    lib = kernels.pack()
+    if lib is None:
         return None
-    return mod.dequant_q4_k if type_name == "Q4_K" else mod.dequant_q6_k
+    size, per = BLOCKS[type_name]
+    fn = lib.vp_dequant_q4_k if type_name == "Q4_K" else lib.vp_dequant_q6_k
+
+    def dequant(raw: torch.Tensor) -> torch.Tensor:
+        kernels.check(raw, f"{type_name} blocks", torch.uint8, (None,))
+        if raw.numel() % size:
+            raise kernels.KernelArgumentError(
+                f"{type_name}: {raw.numel()} bytes is not a whole number of blocks"
+            )
+        n = raw.numel() // size
+        y = torch.empty(n * per)
+        fn(raw.data_ptr(), n, y.data_ptr(), torch.get_num_threads())
+        return y
+
+    return dequant

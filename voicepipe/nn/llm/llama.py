@@ -51,9 +51,11 @@ class Transformer:
         kernels: bool = True,
         threads: int = 1,
         progress: Callable[[int, int], None] | None = None,
+        fused: bool = True,
     ) -> None:
         """Dequantize g's tensors and pack them into ``weights``' format (progress(i, n)
-        after each of the n layers: a 1.5B model takes about a minute here)."""
+        after each of the n layers: a 1.5B model takes about a minute here). fused=False:
+        leave the fused step unbuilt (see ``load``)."""
         a = g.args
         self._setup(a, g.metadata, weights, max_len, kernels)
         t = g.tensors
@@ -84,7 +86,7 @@ class Transformer:
         self.norm = t["output_norm.weight"].to(self.dtype)
         head = emb if a.tied_embeddings else t["output.weight"]
         self.output = Linear(head, None, weights, kernels)  # dim → V
-        self._finish(kernels, threads)
+        self._finish(kernels, threads, fused)
 
     def _setup(
         self, a: ModelArgs, metadata: dict, weights: str, max_len: int, kernels: bool
@@ -96,7 +98,7 @@ class Transformer:
         self.max_len = min(max_len, a.context_length)
         self.metadata = metadata
 
-    def _finish(self, kernels: bool, threads: int) -> None:
+    def _finish(self, kernels: bool, threads: int, fused_step: bool = True) -> None:
         a = self.args
         # Interleaved RoPE as complex rotations: (Tmax, D/2) complex64.
         inv = 1.0 / (a.rope_base ** (torch.arange(0, a.head_dim, 2).float() / a.head_dim))
@@ -104,7 +106,7 @@ class Transformer:
         self.freqs = torch.polar(torch.ones_like(ang), ang)
         # One C++ call per step instead of ~20 ops per layer (kernels/llama_step);
         # forward() below stays the reference and the path for other formats.
-        self.fused = fused.build_for(self) if kernels else None
+        self.fused = fused.build_for(self) if kernels and fused_step else None
         if self.fused is not None:
             self.kernel = "llama_step"
             self.fused.threads = threads  # 1 by default: see kernels/llama_step (threads_)
@@ -142,6 +144,7 @@ class Transformer:
         max_len: int = 4096,
         kernels: bool = True,
         threads: int = 1,
+        fused: bool = True,
     ) -> Transformer:
         """The model ``packed_state`` was taken from (its tensors used as given, e.g.
         memory-mapped). KeyError if a tensor is missing."""
@@ -167,7 +170,7 @@ class Transformer:
             for i in range(args.n_layer)
         ]
         self.output = lin("output")
-        self._finish(kernels, threads)
+        self._finish(kernels, threads, fused)
         return self
 
     def new_cache(self, max_len: int | None = None) -> KVCache:
@@ -191,12 +194,16 @@ def load(
     kernels: bool = True,
     threads: int = 1,
     packed_cache: bool = True,
+    fused: bool = True,
 ) -> tuple[Transformer, float]:
     """Load a GGUF model; returns (model, seconds taken).
 
     kernels=False: aten kernels only. threads: of the fused step (the per-op
     path follows torch.set_num_threads). packed_cache: the packed weights come
     from (and after a first load go to) the on-disk cache (``voicepipe.nn.llm.packed``).
+    fused=False: the weights are packed (in the fused step's layout where it builds)
+    but the step itself is not built nor waited for: set-up packs the weights while
+    the step compiles (``models pack``); such a model runs on the per-op path.
     """
     t0 = time.perf_counter()
     path = Path(path)
@@ -205,7 +212,7 @@ def load(
         cpath = packed.cache_path(path, weights, kernels)
         try:
             build = partial(Transformer.from_packed, weights=weights, max_len=max_len,
-                            kernels=kernels, threads=threads)  # fmt: skip
+                            kernels=kernels, threads=threads, fused=fused)  # fmt: skip
             model = packed.load(cpath, weights, build)
         except packed.PackedCacheError as e:
             print(f"voicepipe: packed weights {cpath} unusable ({e}); rebuilding them",
@@ -216,7 +223,7 @@ def load(
             return model, time.perf_counter() - t0
     g = load_gguf(path)
     prog = packed.Progress(f"{path.name} into {weights}") if cpath is not None else None
-    model = Transformer(g, weights, max_len, kernels, threads, progress=prog)
+    model = Transformer(g, weights, max_len, kernels, threads, progress=prog, fused=fused)
     if cpath is not None and prog is not None:
         try:
             packed.save(cpath, model)

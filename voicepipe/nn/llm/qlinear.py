@@ -42,24 +42,77 @@ _Q8: list[Callable[..., torch.Tensor] | None] = []  # [] = not tried yet
 
 
 def q8gemm() -> Callable[..., torch.Tensor] | None:
-    """The compiled q8_gemm op, or None (built once per machine, cached by torch)."""
+    """The q8_gemm op (kernels/q8gemm, built once per machine), or None."""
     if not _Q8:
-        headers = ("q8gemm/q8gemm.h", "llama_step/simd.h", "torch_binding.h")
-        mod = kbuild.build("q8gemm", "q8gemm/q8gemm.cpp", headers)
-        _Q8.append(None if mod is None else mod.q8_gemm)
+        lib = kbuild.q8gemm()
+        _Q8.append(None if lib is None else _q8_op(lib.vp_q8_gemm))
     return _Q8[0]
+
+
+def _q8_op(fn: Callable[..., None]) -> Callable[..., torch.Tensor]:
+    f32, i8 = torch.float32, torch.int8
+
+    def q8_gemm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """y (M, N) = x (M, K) fp32 · (w (N, K) int8 · scale (N,) fp32)ᵀ, K % 32 == 0."""
+        # Per layer and token on the per-op path: the common case in one expression of
+        # cheap attribute reads (~3 µs); kbuild.check's error-naming pass only when it fails.
+        if not (
+            x.dtype == f32 and w.dtype == i8 and scale.dtype == f32
+            and x.dim() == 2 and w.dim() == 2 and scale.dim() == 1
+            and x.shape[1] == w.shape[1] and scale.shape[0] == w.shape[0]
+            and w.shape[1] % 32 == 0
+            and x.is_contiguous() and w.is_contiguous() and scale.is_contiguous()
+            and x.is_cpu and w.is_cpu and scale.is_cpu
+        ):  # fmt: skip
+            _q8_refuse(x, w, scale)
+        m, (n, k) = x.shape[0], w.shape
+        y = torch.empty(m, n)
+        fn(x.data_ptr(), w.data_ptr(), scale.data_ptr(), y.data_ptr(), m, k, n,
+           torch.get_num_threads())  # fmt: skip
+        return y
+
+    return q8_gemm
+
+
+def _q8_refuse(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> None:
+    """KernelArgumentError naming what of q8_gemm's arguments is wrong."""
+    kbuild.check(w, "q8_gemm's w", torch.int8, (None, None))
+    n, k = w.shape
+    kbuild.check(x, "q8_gemm's x", torch.float32, (None, k))
+    kbuild.check(scale, "q8_gemm's scale", torch.float32, (n,))
+    raise kbuild.KernelArgumentError(f"q8_gemm needs K a multiple of 32, got {k}")
 
 
 def pack_kernel() -> Callable[[torch.Tensor], list[torch.Tensor]] | None:
     """The compiled ``pack_q4`` (kernels/pack), or None: ``pack_q4_reference`` then."""
-    mod = kbuild.pack()
-    return None if mod is None else mod.pack_q4
+    lib = kbuild.pack()
+    return None if lib is None else _pack_op(lib.vp_pack_q4)
+
+
+def _pack_op(fn: Callable[..., None]) -> Callable[[torch.Tensor], list[torch.Tensor]]:
+    def pack_q4(w: torch.Tensor) -> list[torch.Tensor]:
+        """fp32 (out, in) → the fused step's int4 nibbles, d, m (``pack_q4_reference``'s
+        layout); in % 32 == 0."""
+        kbuild.check(w, "pack_q4's w", torch.float32, (None, None))
+        n, k = w.shape
+        if k % INT4_GROUP:
+            raise kbuild.KernelArgumentError(f"pack_q4 needs in_features divisible by 32, got {k}")
+        nb, ng = k // INT4_GROUP, (n + 15) // 16
+        nib = torch.zeros(ng, nb, 256, dtype=torch.uint8)  # zeros: the kernel ORs nibbles in
+        d = torch.empty(n, nb)
+        m = torch.zeros(ng, nb, 16, dtype=torch.float16)  # padded outputs keep zeros
+        fn(w.data_ptr(), n, k, nib.data_ptr(), d.data_ptr(), m.data_ptr(),
+           torch.get_num_threads())  # fmt: skip
+        return [nib, d, m]
+
+    return pack_q4
 
 
 def q4_kernel() -> bool:
-    """The fused llama step can run Q4_1-shaped int4 matrices here (it is built: AVX-512
-    VNNI or AVX2)."""
-    return kbuild.llama_step() is not None
+    """Int4 matrices take the fused llama step's Q4_1-shaped layout here: the step is
+    built, or will be (AVX-512 VNNI or AVX2, a compiler). It is not waited for: packing
+    runs while it compiles, and the model waits for it when it builds its fused step."""
+    return kbuild.fused_expected()
 
 
 def act_dtype(weights: str, kernels: bool = True) -> torch.dtype:
