@@ -54,10 +54,6 @@ class ServerConfig:
     # alone and at most one session is mid-reply; else one (voicepipe/nn/threads.py).
     # false: every call its own configured count, however many run at once.
     adaptive_threads: bool = True
-    # How often a thread waiting for the GIL gets it from a Python-busy one, in ms (Python's
-    # own default: 5): a model pass waits that long for its result (stages/threads.py).
-    # 0: Python's setting as it is.
-    gil_switch_ms: float = 0.5
     # Voice before text: while a voice turn is in flight, the /v1 API's model steps keep
     # this share of the time (stages/llm/voice_first.py); 1: no priority.
     api_share_while_voice: float = 0.1
