@@ -20,6 +20,7 @@ resampling path is in the measurement too. Kinds:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,12 +81,13 @@ def _cough(rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(out[:-1])
 
 
-def generate() -> list[Clip]:
-    from voicepipe.bench import voices as V
+Noisy = Callable[[np.ndarray, int], tuple[np.ndarray, str, float]]
 
-    rng = np.random.default_rng(SEED)
-    noise_texts = list(COMPLETE) + [" ".join(p) for p, _ in PAUSED]
-    clips: list[Clip] = []
+
+def noiser(rng: np.random.Generator, texts: list[str], voices: list[str]) -> Noisy:
+    """``noisy(pcm, k)``: ``pcm`` under the k-th of ``NOISES`` (a café babbles ``texts``
+    in ``voices``) at its SNR; with the noise's kind and SNR. Shared by the tuning set."""
+    from voicepipe.bench import voices as V
 
     def noisy(pcm: np.ndarray, k: int) -> tuple[np.ndarray, str, float]:
         kind, snr = NOISES[k % len(NOISES)]
@@ -95,8 +97,18 @@ def generate() -> list[Clip]:
         elif kind == "brown":
             noise = V.brown_noise(n, rng)
         else:
-            noise = V.cafe(n, rng, noise_texts, list(VOICES))
+            noise = V.cafe(n, rng, texts, voices)
         return V.mix_at_snr(pcm, noise, snr), kind, snr
+
+    return noisy
+
+
+def generate() -> list[Clip]:
+    from voicepipe.bench import voices as V
+
+    rng = np.random.default_rng(SEED)
+    noisy = noiser(rng, list(COMPLETE) + [" ".join(p) for p, _ in PAUSED], list(VOICES))
+    clips: list[Clip] = []
 
     k = 0
     for i, text in enumerate(COMPLETE):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voicepipe.bench.turns_set import DATA, NOISES, Clip, save
+from voicepipe.bench.turns_set import DATA, Clip, noiser, save
 from voicepipe.bench.turns_set import load as _load
 
 NPZ = DATA / "turns_tuning.npz"
@@ -47,18 +47,8 @@ def generate() -> list[Clip]:
     from voicepipe.bench import voices as V
 
     rng = np.random.default_rng(SEED)
-    noise_texts = list(COMPLETE) + [" ".join(p) for p, _ in PAUSED]
+    noisy = noiser(rng, list(COMPLETE) + [" ".join(p) for p, _ in PAUSED], list(VOICES))
     clips: list[Clip] = []
-
-    def noisy(pcm: np.ndarray, k: int) -> tuple[np.ndarray, str, float]:
-        kind, snr = NOISES[k % len(NOISES)]
-        if kind == "pink":
-            noise = V.pink_noise(len(pcm), rng)
-        elif kind == "brown":
-            noise = V.brown_noise(len(pcm), rng)
-        else:
-            noise = V.cafe(len(pcm), rng, noise_texts, list(VOICES))
-        return V.mix_at_snr(pcm, noise, snr), kind, snr
 
     for i, text in enumerate(COMPLETE):
         v = VOICES[i % len(VOICES)]
