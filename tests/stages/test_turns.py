@@ -35,10 +35,13 @@ REPLY = "The capital of France is Paris, a city on the Seine."
 
 
 async def _run(
-    frames: list[Frame], cfg: TurnsConfig | None = None, eot: EndOfTurnBoard | None = None
+    frames: list[Frame],
+    cfg: TurnsConfig | None = None,
+    eot: EndOfTurnBoard | None = None,
+    speaker: Speaker | None = None,
 ) -> tuple[list[Frame], BargeIn]:
     out: list[Frame] = []
-    stage = BargeIn(cfg, eot=eot)
+    stage = BargeIn(cfg, speaker, eot=eot)
     p = Pipeline([stage], sink(out))
     await p.start()
     for f in frames:
@@ -180,19 +183,7 @@ async def test_pause_on_speech_off_lets_the_reply_play_while_judged() -> None:
 
 
 async def _run_with_speaker(frames: list[Frame], speaker: Speaker) -> list[Frame]:
-    out: list[Frame] = []
-    p = Pipeline([BargeIn(TurnsConfig(), speaker)], sink(out))
-    await p.start()
-    for f in frames:
-        await p.put(f)
-        await asyncio.sleep(0.01)
-    await p.put(InputEnd())
-    for _ in range(500):
-        if any(isinstance(f, InputEnd) for f in out):
-            break
-        await asyncio.sleep(0.01)
-    await p.stop()
-    return out
+    return (await _run(frames, TurnsConfig(), speaker=speaker))[0]
 
 
 def _speaker_playing(words_then: str, words_now: str) -> Speaker:

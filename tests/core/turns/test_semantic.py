@@ -86,34 +86,18 @@ def test_the_ledger_counts_kept_rolled_back_and_passes() -> None:
         led.fed([1], ran=-1, passes=0)
 
 
-def _speak_then_pause(ep: Endpointer, speech_ms: int, silence_ms: int, p_end=None):
-    """32 ms chunks of speech, then silence; P(end) given at the first silent chunk."""
-    t = 0
-    for _ in range(speech_ms // 32):
-        ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)
-        t += 32
-    for i in range(silence_ms // 32):
-        if i == 0 and p_end is not None:
-            ep.set_p_end(p_end, ep.last_speech_media_ns)
-        for ev in ep.update(0.0, t * MS, (t + 32) * MS, (t + 32) * MS):
-            if isinstance(ev, SpeechEnded):
-                return (t + 32) - ev.last_speech_media_ns // MS
-        t += 32
-    return None
-
-
 def _ep(name: str) -> Endpointer:
     return Endpointer(EndpointConfig(end_silence_ms=400, semantic=eagerness(name, 400)))
 
 
 def test_endpointer_commits_sooner_on_a_finished_turn_and_waits_through_an_unfinished_one() -> None:
-    assert _speak_then_pause(_ep("off"), 640, 3000, p_end=0.99) == 416  # silence only
-    assert _speak_then_pause(_ep("medium"), 640, 3000) == 416  # no estimate: as before
-    soon = _speak_then_pause(_ep("medium"), 640, 9000, p_end=0.95)
-    late = _speak_then_pause(_ep("medium"), 640, 9000, p_end=0.0005)
+    assert _pause(_ep("off"), 3000, p_end_at=(0, 0.99)) == 416  # silence only
+    assert _pause(_ep("medium"), 3000) == 416  # no estimate: as before
+    soon = _pause(_ep("medium"), 9000, p_end_at=(0, 0.95))
+    late = _pause(_ep("medium"), 9000, p_end_at=(0, 0.0005))
     assert soon is not None and late is not None
     assert 200 <= soon < 260 and late >= 1500
-    eager = _speak_then_pause(_ep("high"), 640, 9000, p_end=0.0005)
+    eager = _pause(_ep("high"), 9000, p_end_at=(0, 0.0005))
     assert eager is not None and eager < late
 
 
