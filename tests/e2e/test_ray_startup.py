@@ -1,13 +1,14 @@
 """`voicepipe serve --ray` as a load balancer sees it while it deploys: no client refused.
 
 One Ray node (its own ``ray start`` process); ``voicepipe serve --ray`` (a subprocess, the
-``parrot`` pipeline) with Serve's Python proxy as the ingress. From the moment the port
+``parrot`` pipeline) with each ingress: Serve's HAProxy (the default) and its Python proxy.
+From the moment the port
 opens, until the first replica can take a session, every try gets 503 with Retry-After
 (``starting``: no route yet; ``loading``: the replica's models) or is held until the
 replica answers: never a 404. The headless client that connects the moment the port
 opens is told to come back and then served. /readyz says 200 exactly when a hello is
-acknowledged. (Serve's HAProxy ingress answers 404 until the first replica is up:
-docs/DEPLOY.md.)
+acknowledged. (Serve's HAProxy would answer 404 until the first replica is up: its
+template is rewritten by server/ray_haproxy.py.)
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ def _readyz(port: int) -> tuple[int, dict]:
         return e.code, json.loads(e.read())
 
 
+def _healthz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
 async def _try_session(port: int) -> str:
     """One upgrade and hello: "ack", or "503 <reason>" (anything else fails the test)."""
     try:
@@ -77,12 +86,13 @@ async def _try_session(port: int) -> str:
         await ws.close()
 
 
-async def test_no_client_refused_while_serve_ray_deploys() -> None:
+@pytest.mark.parametrize("ingress", ["haproxy", "proxy"])
+async def test_no_client_refused_while_serve_ray_deploys(ingress: str) -> None:
     port = free_port()
     with local_cluster([2]) as cluster:
         cmd = [sys.executable, "-m", "voicepipe.cli", "serve", "--ray", "--pipeline", "parrot"]
         cmd += ["--port", str(port), f"--ray.address={cluster.address}"]
-        cmd += ["--ray.ingress=proxy", "--ray.min_replicas=1", "--ray.max_replicas=1"]
+        cmd += [f"--ray.ingress={ingress}", "--ray.min_replicas=1", "--ray.max_replicas=1"]
         # Popen returns at once; the test then waits on the port, not on the process.
         proc = subprocess.Popen(cmd, env=cluster.env, stdout=subprocess.DEVNULL,  # noqa: ASYNC220
                                 start_new_session=True)  # fmt: skip
@@ -117,6 +127,8 @@ async def test_no_client_refused_while_serve_ray_deploys() -> None:
                     assert await _try_session(port) == "ack"
                 else:
                     assert status == 503 and body["reason"] in ("starting", "loading"), body
+                    # alive while starting: a liveness probe must not restart it
+                    assert await asyncio.to_thread(_healthz, port) == 200
                 answers.append(await _try_session(port))
                 await asyncio.sleep(TRY_EVERY_S)
             res = await first
@@ -128,6 +140,26 @@ async def test_no_client_refused_while_serve_ray_deploys() -> None:
     assert answers[0].startswith("503"), answers  # the port opened before the replica
     assert answers[-1] == "ack" and set(answers) <= {"ack", "503 starting", "503 loading"}
     print(f"answers over the deploy: {answers}")
+
+
+def test_the_haproxy_template_answers_starting_where_it_had_no_route() -> None:
+    """Serve's HAProxy template, rewritten: a path with no route is 503 starting with
+    Retry-After, /healthz 200; the rest of the template as it was."""
+    from ray.serve._private import haproxy_templates
+
+    from voicepipe.server import ray_haproxy
+
+    old = haproxy_templates.HAPROXY_CONFIG_TEMPLATE
+    new = ray_haproxy.rewrite(old)
+    assert new is not None and "return status 404" not in new
+    backend = new.split("\nbackend default_backend\n", 1)[1].split("\n{%", 1)[0].splitlines()
+    assert backend[0].endswith("if { path /healthz }") and "status 200" in backend[0]
+    assert "status 503" in backend[1] and "hdr Retry-After 1" in backend[1]
+    assert '\\"reason\\": \\"starting\\"' in backend[1]
+    assert new.replace("\n".join(backend), "") == old.replace(
+        old.split("\nbackend default_backend\n", 1)[1].split("\n{%", 1)[0], ""
+    )
+    assert ray_haproxy.rewrite("global\n") is None  # nothing to rewrite: said so
 
 
 async def test_the_proxy_turns_its_no_route_404_into_503_and_leaves_the_apps_own() -> None:

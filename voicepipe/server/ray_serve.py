@@ -13,8 +13,9 @@ Start-up: the ingress listens at once, replicas come later. The first replica (n
 deployment running yet) joins the ingress before its models are in, answering /readyz and
 each new session with 503 ``loading`` and Retry-After until they are; a later one (scale-up,
 redeploy) loads in its constructor, so Serve sends it nothing until it can serve. Before
-any replica is up, Serve's Python proxy answers 503 ``starting`` (ray_proxy.NotDeployedYet);
-its HAProxy ingress answers 404 (docs/DEPLOY.md).
+any replica is up, Serve's Python proxy answers 503 ``starting`` (ray_proxy.NotDeployedYet),
+and so does its HAProxy ingress, whose config template's no-route 404 a worker setup hook
+rewrites (ray_haproxy).
 
 Autoscaling: a WebSocket session is one ongoing request for as long as it is open, so
 Serve's ``target_ongoing_requests`` is the target of open sessions per replica. A replica
@@ -40,7 +41,7 @@ from typing import Any
 from ray import serve
 
 from voicepipe.config import Config, ConfigError, RayConfig
-from voicepipe.server import ray_proxy
+from voicepipe.server import ray_haproxy, ray_proxy
 from voicepipe.server.app import Server
 
 log = logging.getLogger(__name__)
@@ -262,7 +263,10 @@ def job_env(c: RayConfig) -> dict[str, Any]:
     if "site-packages" not in root.parts and (root / "voicepipe").is_dir():
         path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
         env["PYTHONPATH"] = path
-    return {"env_vars": env}
+    out: dict[str, Any] = {"env_vars": env}
+    if c.ingress == "haproxy":  # its no-route 404 becomes 503 starting (ray_haproxy)
+        out["worker_process_setup_hook"] = ray_haproxy.WORKER_HOOK
+    return out
 
 
 def connect(cfg: Config) -> None:
