@@ -36,6 +36,7 @@ async def test_api_work_yields_to_a_voice_turn() -> None:
         out = res.to_json()
         assert out["ok"] and "sky" in out["transcript"].lower(), out
         assert counts["failed"] == 0 and counts["ok"] >= 1
+        assert counts["chunks"] >= counts["ok"]  # each answer streamed its text
         assert gate.pauses > 0  # the API did yield while the turn was in flight
         assert not server.voice_busy()
     finally:

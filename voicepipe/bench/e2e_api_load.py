@@ -22,22 +22,28 @@ MAX_TOKENS = 64
 @contextlib.asynccontextmanager
 async def chat_load(host: str, port: int, n: int) -> AsyncIterator[dict[str, int]]:
     """``n`` clients asking the server's /v1 API in a loop while the block runs; the
-    counts of requests answered (``ok``) and refused or failed (``failed``)."""
+    counts of requests answered (``ok``), refused or failed (``failed``), and of the text
+    chunks streamed to them (``chunks``: the API's progress, which a request slowed past
+    the block's end would not show in ``ok``)."""
     from openai import AsyncOpenAI
 
-    counts = {"ok": 0, "failed": 0}
+    counts = {"ok": 0, "failed": 0, "chunks": 0}
     client = AsyncOpenAI(base_url=f"http://{host}:{port}/v1", api_key="none", max_retries=0)
     model = (await client.models.list()).data[0].id  # the one model the server serves
 
     async def one() -> None:
         while True:
             try:
-                await client.chat.completions.create(
+                stream = await client.chat.completions.create(
                     model=model,
                     messages=[{"role": "user", "content": PROMPT}],
                     max_tokens=MAX_TOKENS,
                     timeout=600,
+                    stream=True,
                 )
+                async for chunk in stream:
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        counts["chunks"] += 1
                 counts["ok"] += 1
             except asyncio.CancelledError:
                 raise
@@ -75,4 +81,5 @@ def split_summary(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     done = [s["api_requests"] for s in sessions if s.get("api_load")]
     out["api_requests_answered"] = sum(d["ok"] for d in done)
     out["api_requests_failed"] = sum(d["failed"] for d in done)
+    out["api_chunks_streamed"] = sum(d.get("chunks", 0) for d in done)
     return out
