@@ -86,6 +86,8 @@ class ChatEngine:
 
     async def _api_step(self, gen: Iterator[Any]) -> Any:
         """One step on a worker thread, then the pause voice turns are owed (if any)."""
+        if self.voice_first is not None:
+            await self.voice_first.before_step()
         t0 = now_ns()
         step = await asyncio.to_thread(self._step, gen)
         if self.voice_first is not None:
