@@ -1,7 +1,8 @@
 """OpenTelemetry export end to end: a real spoken turn's spans reach an OTLP collector.
 
-The test runs its own OTLP/HTTP receiver on loopback (a plain HTTP server decoding
-``ExportTraceServiceRequest`` protobufs with opentelemetry-proto, as a collector does),
+The test runs an OTLP/HTTP receiver on loopback (bench/otlp_sink.py: a plain HTTP server
+decoding ``ExportTraceServiceRequest`` protobufs with opentelemetry-proto, as a collector
+does),
 points ``[trace] otlp_endpoint`` at it, and speaks a question to the assistant (fast
 profile) through a real server and the headless client. The answered turn must arrive as
 one trace: a root ``turn`` carrying session, turn, pipeline and model names, and its stage
@@ -12,17 +13,15 @@ server's own JSON trace. The server writes its session and turn log lines meanwh
 from __future__ import annotations
 
 import dataclasses
-import http.server
 import logging
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as pb
 
 from tests.profile import fast
 from voicepipe.audio import read_wav
+from voicepipe.bench.otlp_sink import OtlpSink
 from voicepipe.client import ClientSession
 from voicepipe.server.app import Server
 from voicepipe.tracing import SPAN_NAMES
@@ -31,42 +30,10 @@ CLIP = Path(__file__).resolve().parents[1] / "data" / "asr" / "utt11.wav"  # "Wh
 TOLERANCE_MS = 5.0
 
 
-class _Collector(http.server.ThreadingHTTPServer):
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.requests: list[pb.ExportTraceServiceRequest] = []
-        self.paths: list[str] = []
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: _Collector
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        assert self.headers["Content-Type"] == "application/x-protobuf"
-        req = pb.ExportTraceServiceRequest()
-        req.ParseFromString(body)
-        self.server.requests.append(req)
-        self.server.paths.append(self.path)
-        reply = pb.ExportTraceServiceResponse().SerializeToString()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def collector() -> Iterator[_Collector]:
-    c = _Collector()
-    t = threading.Thread(target=c.serve_forever, daemon=True)
-    t.start()
-    yield c
-    c.shutdown()
-    c.server_close()
+def collector() -> Iterator[OtlpSink]:
+    with OtlpSink() as sink:
+        yield sink
 
 
 def _attrs(kv: object) -> dict:
@@ -78,10 +45,10 @@ def _attrs(kv: object) -> dict:
 
 
 async def test_a_spoken_turn_arrives_as_one_trace(
-    collector: _Collector, caplog: pytest.LogCaptureFixture
+    collector: OtlpSink, caplog: pytest.LogCaptureFixture
 ) -> None:
     cfg = fast()
-    endpoint = f"http://127.0.0.1:{collector.server_address[1]}"
+    endpoint = collector.url
     cfg = dataclasses.replace(cfg, trace=dataclasses.replace(cfg.trace, otlp_endpoint=endpoint))
     pcm, sr = read_wav(CLIP)
     server = Server(cfg, pipeline="assistant", port=0)

@@ -41,6 +41,7 @@ received, before any playout buffer) of the two (concurrency 1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from typing import Any
 
@@ -108,6 +109,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--rounds", type=int, default=1, help="with variants: ask every question N times"
+    )
+    p.add_argument(
+        "--otlp-sink",
+        action="store_true",
+        help="run a loopback OTLP/HTTP trace receiver for the run; a variant's "
+        "trace.otlp_endpoint=sink points at it (what tracing on costs: --variant "
+        "trace.otlp_endpoint=sink --variant trace.otlp_endpoint=); the spans it got in the JSON",
     )
     p.add_argument(
         "--ray",
@@ -569,6 +577,8 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(str(e)) from None
     max_c = levels[-1]
     stagger_s = max(0.0, args.stagger_ms) / 1000
+    if args.otlp_sink and not any("trace.otlp_endpoint=sink" in v for v in args.variant):
+        raise SystemExit("bench e2e: --otlp-sink: no --variant sets trace.otlp_endpoint=sink")
     log = progress(args)
     if max_c > args.config.server.max_sessions:  # measuring load, not admission
         from voicepipe.config import apply_overrides
@@ -631,7 +641,15 @@ def run(args: argparse.Namespace) -> int:
             out = asyncio.run(compare_preempt(args.config, **kw))
         else:
             variants = {v: [x for x in v.split(",") if x] for v in args.variant}
-            out = asyncio.run(compare(args.config, variants, **kw))
+            with contextlib.ExitStack() as stack:
+                if args.otlp_sink:
+                    from voicepipe.bench.otlp_sink import OtlpSink, with_sink
+
+                    sink = stack.enter_context(OtlpSink())
+                    variants = {k: with_sink(v, sink.url) for k, v in variants.items()}
+                out = asyncio.run(compare(args.config, variants, **kw))
+                if args.otlp_sink:
+                    out["otlp_sink"] = {"requests": len(sink.requests), "spans": sink.spans()}
         _plot(args, out, log)
         print(json.dumps(out, indent=None if args.json else 2))
         return 0 if all(v["voice_to_voice_ms"] for v in out["variants"].values()) else 1
