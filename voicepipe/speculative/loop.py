@@ -167,7 +167,6 @@ class SpeculativeDecoder:
         ctl = self._controller()
         if self.proposer is None or self.k_init <= 0:
             ctl.off_steps = 1 << 62
-        clock = self.clock
         logits = yield PrefillCall(list(prompt))
         seq = list(prompt)
         produced = 0
@@ -181,94 +180,13 @@ class SpeculativeDecoder:
             if first.next_token in stop_ids:
                 return
         last = seq[-1]
-        greedy = isinstance(self.rule, Greedy)
         while produced < max_new_tokens:
-            t0 = clock()
-            k = min(ctl.next_k(), max_new_tokens - produced - 1)
-            if self.k_cap is not None:
-                k = min(k, self.k_cap)
-            prop = Proposal(tokens=[])
-            forced: list[int] = []  # fixed tokens fed unverified before the drafts
-            if self.forcer is not None:
-                fp = self.forcer.propose(seq, max_new_tokens - produced - 1)
-                if fp.certain:
-                    forced = self._cut_forced(fp.tokens)
-                else:
-                    prop = fp
-            if forced and forced[-1] in stop_ids:  # the turn ends: nothing to compute
-                m.forced += len(forced)
-                m.forced_steps += 1
-                seq += forced
-                produced += len(forced)
-                m.tokens = produced
-                yield forced
-                break
-            forcer_drafted = bool(prop.tokens)
-            k = min(k, max_new_tokens - produced - len(forced) - 1)
-            if not prop.tokens and k > 0 and self.proposer is not None:
-                # (after a forced run the proposer drafts on from its end, in the same pass)
-                if self.defer_proposals:
-                    got_p = yield ProposeCall([*seq, *forced], k)
-                    assert isinstance(got_p, Proposal)
-                    prop = got_p
-                else:
-                    prop = self.proposer.propose([*seq, *forced], k)
-            if forced and not prop.tokens:
-                out = yield from self._forced(forced, last)
-                m.time_propose_ns += clock() - t0  # (with the pass: a forced step's time)
-                seq += out
-                produced += len(out)
-                m.tokens = produced
-                last = out[-1]
-                yield out
-                if last in stop_ids:
-                    break
-                continue
-            t1 = clock()
-            drafts = list(prop.tokens)
-            base = self.target.length  # the cache holds seq[:-1]
-            nf = len(forced)
-            sibs = prop.siblings if drafts and greedy and self._tree and not nf else ()
-            if sibs:  # a tree: the chain, then each sibling after the row before its alternative
-                parents = [-1, *range(len(drafts)), *(d for d, _ in sibs)]
-                got = yield ScoreCall([last, *drafts, *(x for _, x in sibs)], parents)
-            else:
-                got = yield ScoreCall([last, *forced, *drafts])
-            assert isinstance(got, Scores)
-            scores = got
-            if nf:  # the drafts are verified from the forced run's last row on
-                best = None if got.best is None else got.best[nf:]
-                scores = Scores(got.logits[nf:], best)
-                m.forced += nf
-                m.forced_steps += 1
-            t2 = clock()
-            if sibs:
-                tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits, scores.best)
-                n_acc = len(tree.tokens)
-                if tree.sibling_row >= 0:  # its keys move to the position it now holds
-                    self.target.move(base + tree.sibling_row, base + n_acc)
-                    m.sibling_hits += 1
-                m.siblings += len(sibs)
-                out = [*tree.tokens, tree.next_token]
-            else:
-                res = self.rule.verify(drafts, prop.probs, scores, self.rng)
-                n_acc = res.n_accepted
-                out = [*forced, *drafts[:n_acc], res.next_token]  # (res.emitted, no numpy)
-            self.target.rollback(base + 1 + nf + n_acc)
-            t3 = clock()
+            out = yield from self._step(seq, last, max_new_tokens - produced, ctl, stop_ids)
             for i, tok in enumerate(out):  # cut at a stop token
                 if tok in stop_ids:
                     out = out[: i + 1]
                     break
             out = out[: max_new_tokens - produced]
-            m.steps += 1
-            m.target_passes += 1
-            m.record(len(drafts), n_acc)
-            m.time_propose_ns += t1 - t0
-            m.time_score_ns += t2 - t1
-            m.time_verify_ns += t3 - t2
-            if not forcer_drafted:  # (the forcer's drafts say nothing of the proposer's)
-                ctl.update(len(drafts), n_acc)
             seq += out
             produced += len(out)
             m.tokens = produced
@@ -276,6 +194,91 @@ class SpeculativeDecoder:
             yield out
             if last in stop_ids:
                 break
+
+    def _step(
+        self,
+        seq: list[int],
+        last: int,
+        left: int,
+        ctl: KController,
+        stop_ids: set[int] | frozenset[int],
+    ) -> Generator[Call, Scores | np.ndarray | Proposal | None, list[int]]:
+        """One step: its target pass asked of the caller; the tokens it emits (``left``:
+        how many the reply may still take)."""
+        m = self.metrics
+        clock = self.clock
+        t0 = clock()
+        k = min(ctl.next_k(), left - 1)
+        if self.k_cap is not None:
+            k = min(k, self.k_cap)
+        prop = Proposal(tokens=[])
+        forced: list[int] = []  # fixed tokens fed unverified before the drafts
+        if self.forcer is not None:
+            fp = self.forcer.propose(seq, left - 1)
+            if fp.certain:
+                forced = self._cut_forced(fp.tokens)
+            else:
+                prop = fp
+        if forced and forced[-1] in stop_ids:  # the turn ends: nothing to compute
+            m.forced += len(forced)
+            m.forced_steps += 1
+            return forced
+        forcer_drafted = bool(prop.tokens)
+        k = min(k, left - len(forced) - 1)
+        if not prop.tokens and k > 0 and self.proposer is not None:
+            # (after a forced run the proposer drafts on from its end, in the same pass)
+            if self.defer_proposals:
+                got_p = yield ProposeCall([*seq, *forced], k)
+                assert isinstance(got_p, Proposal)
+                prop = got_p
+            else:
+                prop = self.proposer.propose([*seq, *forced], k)
+        if forced and not prop.tokens:
+            out = yield from self._forced(forced, last)
+            m.time_propose_ns += clock() - t0  # (with the pass: a forced step's time)
+            return out
+        t1 = clock()
+        drafts = list(prop.tokens)
+        base = self.target.length  # the cache holds seq[:-1]
+        nf = len(forced)
+        greedy = isinstance(self.rule, Greedy)
+        sibs = prop.siblings if drafts and greedy and self._tree and not nf else ()
+        if sibs:  # a tree: the chain, then each sibling after the row before its alternative
+            parents = [-1, *range(len(drafts)), *(d for d, _ in sibs)]
+            got = yield ScoreCall([last, *drafts, *(x for _, x in sibs)], parents)
+        else:
+            got = yield ScoreCall([last, *forced, *drafts])
+        assert isinstance(got, Scores)
+        scores = got
+        if nf:  # the drafts are verified from the forced run's last row on
+            best = None if got.best is None else got.best[nf:]
+            scores = Scores(got.logits[nf:], best)
+            m.forced += nf
+            m.forced_steps += 1
+        t2 = clock()
+        if sibs:
+            tree = accept.greedy_siblings(np.asarray(drafts), sibs, scores.logits, scores.best)
+            n_acc = len(tree.tokens)
+            if tree.sibling_row >= 0:  # its keys move to the position it now holds
+                self.target.move(base + tree.sibling_row, base + n_acc)
+                m.sibling_hits += 1
+            m.siblings += len(sibs)
+            out = [*tree.tokens, tree.next_token]
+        else:
+            res = self.rule.verify(drafts, prop.probs, scores, self.rng)
+            n_acc = res.n_accepted
+            out = [*forced, *drafts[:n_acc], res.next_token]  # (res.emitted, no numpy)
+        self.target.rollback(base + 1 + nf + n_acc)
+        t3 = clock()
+        m.steps += 1
+        m.target_passes += 1
+        m.record(len(drafts), n_acc)
+        m.time_propose_ns += t1 - t0
+        m.time_score_ns += t2 - t1
+        m.time_verify_ns += t3 - t2
+        if not forcer_drafted:  # (the forcer's drafts say nothing of the proposer's)
+            ctl.update(len(drafts), n_acc)
+        return out
 
     def _cut_forced(self, tokens: list[int]) -> list[int]:
         """A certain proposal up to its first stop token (nothing follows the turn's end)."""
