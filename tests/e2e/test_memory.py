@@ -35,6 +35,11 @@ async def test_rss_levels_off_over_twenty_sessions() -> None:
     # leaves behind, not about how long it talks.
     c = dataclasses.replace(c, llm=dataclasses.replace(c.llm, max_new_tokens=6))
     clips = [read_wav(DATA / name) for name in CLIPS]
-    out = await sessions_rss(clips, c, SESSIONS, speed=2.0)
+    out = await sessions_rss(clips, c, SESSIONS, speed=2.0, concurrent=2)
     assert all(out["replies"]), out["replies"]  # every session was answered
     assert out["growth_mb"] < MARGIN_MB, out["rss_mb"]
+    # then one and two at once: what a replica costs per session (docs/DEPLOY.md)
+    one, two = out["concurrent"]
+    assert (one["sessions"], two["sessions"]) == (1, 2)
+    assert two["rss_peak_mb"] >= out["rss_start_mb"] and one["rss_peak_mb"] >= out["rss_start_mb"]
+    assert one["cpu_s_per_question"] > 0 and two["cpu_s_per_question"] > 0
