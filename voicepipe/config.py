@@ -302,6 +302,13 @@ class TtsConfig:
     # is not sent, so the first word is heard that much sooner (core/playout/lead_trim.py).
     # -1: send it all.
     lead_in_ms: int = 40
+    # And each chunk's trailing silence (hibari's pad: ~400 ms) is cut to this much after
+    # its last audible sample: tail_ms where the chunk ends a sentence, tail_clause_ms where
+    # it ends mid-sentence (a first chunk cut at a clause or phrase), so the seam between
+    # two chunks is a speaker's pause, not the voice's two pads (core/playout/tail_trim.py).
+    # -1: send it all.
+    tail_ms: int = 300
+    tail_clause_ms: int = 120
     # Every session's codec-LM synthesis on one worker (schedulers/tts_batch.py): LM steps of
     # all speaking sessions batched, vocoder pushes earliest run-dry first; a session's
     # synthesis waits while it is more than batch_ahead_ms ahead of its playout. On by

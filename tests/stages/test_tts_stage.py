@@ -270,3 +270,30 @@ async def test_a_chunk_is_sent_from_just_before_its_first_audible_sample(
     trimmed, whole = await first_audio(40), await first_audio(-1)
     assert lead_ms(whole) > 200 and 20 < lead_ms(trimmed) < 60
     np.testing.assert_array_equal(trimmed, whole[len(whole) - len(trimmed) :])
+
+
+async def test_a_chunk_ends_a_pause_after_its_last_audible_sample(backend: HibariBackend) -> None:
+    """The voice's own trailing silence is cut to tail_ms after a sentence and to
+    tail_clause_ms after a chunk that ends mid-sentence; -1 sends it all, so both the cut
+    and what it cuts are real."""
+
+    async def audio(text: str, tail_ms: int) -> np.ndarray:
+        out: list[Frame] = []
+        overrides = [f"tts.tail_ms={tail_ms}", f"tts.tail_clause_ms={tail_ms // 3}"]
+        cfg = config.load(None, overrides)
+        p = Pipeline([TTSStage(cfg, backend)], _sink(out))
+        await p.start()
+        await p.put(TextChunk(turn_id=1, text=text, last=True))
+        await _wait_for(out, ReplyEnd)
+        await p.stop()
+        return np.concatenate([f.pcm for f in out if isinstance(f, ReplyAudio)])
+
+    def tail_ms(x: np.ndarray) -> float:
+        return (len(x) - 1 - float(np.flatnonzero(np.abs(x) > 0.01)[-1])) * 1000 / 22050
+
+    sentence = "The capital of France is Paris."
+    whole, cut = await audio(sentence, -1), await audio(sentence, 300)
+    assert tail_ms(whole) > 350 and 290 < tail_ms(cut) <= 301
+    np.testing.assert_array_equal(cut, whole[: len(cut)])
+    clause = await audio("The moon is approximately", 300)
+    assert 90 < tail_ms(clause) <= 101  # tail_clause_ms

@@ -183,6 +183,19 @@ def rechunk(text: str, first_min_words: int, first_break_words: int) -> list[str
     return out + ([last] if last else [])
 
 
+def served(said: list[_Said], texts: list[list[str]], tts: Any) -> list[_Said]:
+    """Each reply's chunks as the TTS stage sends them (stages/tts.py ``trim_edges``)."""
+    from voicepipe.stages.tts import trim_edges
+
+    out = []
+    for s, chunks in zip(said, texts, strict=True):
+        t = _Said()
+        t.audio = [trim_edges(a, x, tts, RATE) for a, x in zip(s.audio, chunks, strict=True)]
+        t.wall_s, t.lm_s, t.ttfa_s, t.stats = s.wall_s, s.lm_s, s.ttfa_s, s.stats
+        out.append(t)
+    return out
+
+
 SEAM_WINDOW_S = 0.02  # RMS frames for the seam's energy
 SEAM_QUIET_DB = -40.0  # below the reply's peak: silence at a chunk's edge
 
@@ -302,6 +315,12 @@ def run_replies(args: argparse.Namespace) -> dict:
                               seed=args.seed))  # fmt: skip
         emit(_score("codec-lm", f"{c.rule}-streamed", c.beta, said, replies, asr, None, worst)
              | {"default": True, "first_break_words": fbw, "seams": seams(said)})  # fmt: skip
+        # The same audio as the TTS stage sends it (each chunk's edges trimmed: lead_in_ms,
+        # tail_ms, tail_clause_ms), judged again: the seams a listener hears, and that the
+        # trims cost no words.
+        sent = served(said, texts, c)
+        emit(_score("codec-lm", f"{c.rule}-served", c.beta, sent, replies, asr, None, worst)
+             | {"default": True, "served": True, "seams": seams(sent)})  # fmt: skip
         return {
             "set": "replies", "replies_model": data["model"], "asr_model": asr,
             "replies": len(replies), "chunks": sum(len(t) for t in texts),

@@ -39,8 +39,9 @@ from typing import Protocol
 import numpy as np
 
 from voicepipe.clock import now_ns
-from voicepipe.config import Config
+from voicepipe.config import Config, TtsConfig
 from voicepipe.core.playout.lead_trim import LeadTrim
+from voicepipe.core.playout.tail_trim import TailTrim, ends_sentence
 from voicepipe.core.text import norm as textnorm
 from voicepipe.core.turns.heard import SpokenReply
 from voicepipe.frames import (
@@ -165,6 +166,27 @@ def lead_trim(lead_in_ms: int, sample_rate: int) -> LeadTrim | None:
     return LeadTrim(AUDIBLE, margin, round(MAX_LEAD_DROP_S * sample_rate))
 
 
+def tail_keep(text: str, tts: TtsConfig, sample_rate: int) -> int | None:
+    """How many quiet samples a chunk may end with (``[tts] tail_ms`` after a sentence,
+    ``tail_clause_ms`` mid-sentence); None: all of them (-1)."""
+    ms = tts.tail_ms if ends_sentence(text) else tts.tail_clause_ms
+    return None if ms < 0 else round(ms * sample_rate / 1000)
+
+
+def trim_edges(pcm: np.ndarray, text: str, tts: TtsConfig, sample_rate: int) -> np.ndarray:
+    """A whole chunk's audio as the stage sends it, both edges trimmed (for benches that
+    synthesise chunks offline: the seams a listener hears)."""
+    x = np.asarray(pcm, np.float32)
+    lead = lead_trim(tts.lead_in_ms, sample_rate)
+    if lead is not None:
+        x = np.concatenate([lead.push(x), lead.flush()])
+    keep = tail_keep(text, tts, sample_rate)
+    if keep is not None:
+        tail = TailTrim(AUDIBLE)
+        x = np.concatenate([tail.push(x), tail.end(keep)])
+    return x
+
+
 _SESSIONS = itertools.count(1)
 
 
@@ -241,6 +263,8 @@ class TTSStage(Stage):
         samples = 0
         complete = False
         trim = lead_trim(self.cfg.tts.lead_in_ms, self.backend.sample_rate)
+        keep = tail_keep(frame.text, self.cfg.tts, self.backend.sample_rate)
+        tail = TailTrim(AUDIBLE) if keep is not None else None
         try:
             while True:
                 # One chunk at a time: cancellation (Interrupt) lands between chunks.
@@ -263,12 +287,18 @@ class TTSStage(Stage):
                         rest = trim.flush()
                         await self._send(frame, rest, samples)
                         samples += len(rest)
+                    if tail is not None and keep is not None:
+                        rest = tail.end(keep)
+                        await self._send(frame, rest, samples)
+                        samples += len(rest)
                     break
                 if self.current_turn > frame.turn_id:
                     return
                 pcm = np.asarray(chunk, dtype=np.float32)
                 if trim is not None:
                     pcm = trim.push(pcm)
+                if tail is not None:
+                    pcm = tail.push(pcm)
                 if not len(pcm):
                     continue
                 if first:
