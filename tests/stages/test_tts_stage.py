@@ -21,7 +21,7 @@ from voicepipe.frames import (
     TextChunk,
 )
 from voicepipe.pipeline import Pipeline
-from voicepipe.stages.tts import HibariBackend, TTSStage
+from voicepipe.stages.tts import HibariBackend, TTSStage, trim_edges
 
 
 @pytest.fixture(scope="module")
@@ -277,10 +277,10 @@ async def test_a_chunk_ends_a_pause_after_its_last_audible_sample(backend: Hibar
     tail_clause_ms after a chunk that ends mid-sentence; -1 sends it all, so both the cut
     and what it cuts are real."""
 
-    async def audio(text: str, tail_ms: int) -> np.ndarray:
+    async def audio(text: str, tail_ms: int, lead_in_ms: int = 40) -> np.ndarray:
         out: list[Frame] = []
         overrides = [f"tts.tail_ms={tail_ms}", f"tts.tail_clause_ms={tail_ms // 3}"]
-        cfg = config.load(None, overrides)
+        cfg = config.load(None, [*overrides, f"tts.lead_in_ms={lead_in_ms}"])
         p = Pipeline([TTSStage(cfg, backend)], _sink(out))
         await p.start()
         await p.put(TextChunk(turn_id=1, text=text, last=True))
@@ -297,3 +297,7 @@ async def test_a_chunk_ends_a_pause_after_its_last_audible_sample(backend: Hibar
     np.testing.assert_array_equal(cut, whole[: len(cut)])
     clause = await audio("The moon is approximately", 300)
     assert 90 < tail_ms(clause) <= 101  # tail_clause_ms
+    # what benches apply to audio synthesized offline is what the stage sends
+    raw = await audio(sentence, -1, lead_in_ms=-1)
+    cfg = config.load(None, ["tts.tail_ms=300"])
+    np.testing.assert_array_equal(trim_edges(raw, sentence, cfg.tts, backend.sample_rate), cut)
