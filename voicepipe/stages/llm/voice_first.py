@@ -5,13 +5,14 @@ The chat engine (stages/llm/chat_engine.py) runs one model step at a time on a w
 a voice turn's ASR, LLM and TTS run on threads of their own. Two cores cannot serve both at
 full speed, and a listener notices a late reply where an API client does not. So, while any
 session of the process has a turn in flight (from the user's first speech to the end of
-the reply: core/turns/activity.py), an API step of ``d`` seconds is followed by a pause of ``d * (1 - share) /
-share`` (``server.api_share_while_voice``): the API keeps ``share`` of the time it would
-have had. The pause is capped (a step that took long is not punished further) and ends as
-soon as the voice turn does. ``share = 1``: no priority. ``share = 0``: the API waits for
-the voice turn to end, at most ``MAX_HOLD_S`` between two of its steps (a session that
-hears speech for minutes does not starve the API outright). Even then a voice turn can
-wait for one API step: a step already running is not interrupted.
+the reply: core/turns/activity.py), an API step of ``d`` seconds is followed by a pause
+of ``d * (1 - share) / share`` (``server.api_share_while_voice``): the API keeps
+``share`` of the time it would have had. The pause is capped (a step that took long is
+not punished further) and ends as soon as the voice turn does. ``share = 1``: no
+priority. ``share = 0``: the API waits for the voice turn to end, at most ``MAX_HOLD_S``
+between two of its steps (a session that hears speech for minutes does not starve the
+API outright). Even then a voice turn can wait for one API step: a step already running
+is not interrupted.
 """
 
 from __future__ import annotations
