@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from voicepipe.core.tokens import common_prefix
+
 EAGERNESS_NAMES = ("off", "low", "medium", "high", "auto")
 
 
@@ -174,14 +176,6 @@ class EndOfTurnBoard:
         if e is None or e.turn != turn or e.speech_end_media_ns != speech_end_media_ns:
             return None
         return e.p_end
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 @dataclass

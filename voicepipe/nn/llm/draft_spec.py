@@ -22,12 +22,13 @@ from typing import NamedTuple
 
 import torch
 
+from voicepipe.core.tokens import common_prefix
 from voicepipe.nn import kernels
 from voicepipe.nn.llm import fused, llama
 from voicepipe.nn.llm.draft_model import DraftError, EagleDraft, for_inference, load
 from voicepipe.nn.llm.kv_cache import KVCache
 from voicepipe.nn.llm.qlinear import Linear
-from voicepipe.nn.llm.target import ModelTarget, common_prefix
+from voicepipe.nn.llm.target import ModelTarget
 from voicepipe.speculative.types import Proposal
 
 DEFAULT_DRAFT = "smollm2-draft"

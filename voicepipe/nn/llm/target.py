@@ -16,19 +16,12 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from voicepipe.core.tokens import common_prefix
 from voicepipe.nn.llm import llama
 from voicepipe.nn.llm.prefix import Prefix, PrefixStore, store_for
 from voicepipe.nn.threads import BUDGET
 from voicepipe.speculative.sampling import SamplingParams, draw, probs
 from voicepipe.speculative.types import Proposal, Scores
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class ModelTarget:

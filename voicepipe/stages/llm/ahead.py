@@ -41,10 +41,10 @@ from typing import Any
 import numpy as np
 
 from voicepipe.clock import now_ns
+from voicepipe.core.tokens import common_prefix
 from voicepipe.core.turns.semantic import (
     AheadLedger,
     EndOfTurnBoard,
-    common_prefix,
     p_end_read,
 )
 from voicepipe.nn.threads import BUDGET

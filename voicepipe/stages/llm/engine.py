@@ -61,7 +61,7 @@ def system_prefix(
     words. Found as the common prefix of two renders that differ only in those words,
     so a template that renders its turns unusually shares what is really common and no
     more."""
-    from voicepipe.nn.llm.target import common_prefix
+    from voicepipe.core.tokens import common_prefix
 
     head = [{"role": "system", "content": system_prompt}] if system_prompt else []
     kw = {"tools": tools} if tools else {}
