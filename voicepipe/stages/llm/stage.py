@@ -238,7 +238,10 @@ class LlmStage(Stage):
             return
         await self.push(frame)
         if isinstance(frame, TranscriptPartial) and self.ahead is not None and conv.auto_reply:
-            await self.ahead.on_partial(frame.turn_id, frame.stable_prefix)
+            # The whole partial, not only its agreed words: the cache keeps the common token
+            # prefix of a revision, and a pause whose transcript is the last partial's text
+            # finds its P(end) read already (ahead.on_pause).
+            await self.ahead.on_partial(frame.turn_id, frame.text)
             return
         if not isinstance(frame, TranscriptFinal) or not frame.text.strip() or not conv.auto_reply:
             return
