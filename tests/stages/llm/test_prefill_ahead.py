@@ -177,8 +177,6 @@ async def test_a_pause_on_the_last_partials_words_posts_its_p_end_before_the_pas
         [[TranscriptFinal(turn_id=1, text=Q1)]],
     )
 
-    board = EndOfTurnBoard()
-    stage = LlmStage(_with(cfg, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
     # The last partial (not yet agreed on) already says what the pause's transcript says.
     script = [
         [TranscriptPartial(turn_id=1, text="What is the", stable_prefix=""),
@@ -186,6 +184,17 @@ async def test_a_pause_on_the_last_partials_words_posts_its_p_end_before_the_pas
          TranscriptStable(turn_id=1, text=Q1, speech_end_media_ns=1_000),
          TranscriptFinal(turn_id=1, text=Q1)],
     ]  # fmt: skip
+    # Fed only the agreed words ("What is the"), the pause's pass reads P(end) itself.
+    agreed = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, prefill_partials="agreed"))
+    board = EndOfTurnBoard()
+    stage = LlmStage(_with(agreed, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
+    got = await _turns(stage, script)
+    assert _span(got, "turns.p_end", 1).attrs["known"] == 0.0
+    assert _reply(got, 1) == _reply(ref, 1)
+
+    assert cfg.llm.prefill_partials == "all"  # (the fast profile's)
+    board = EndOfTurnBoard()
+    stage = LlmStage(_with(cfg, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
     got = await _turns(stage, script)
     assert _reply(got, 1) == _reply(ref, 1) != ""  # token-identical greedy reply
     p_end = _span(got, "turns.p_end", 1).attrs

@@ -3,9 +3,10 @@ the pass that prefills the pause's words reads P(end of the user's turn) on the 
 
 Not a stage: what ``LlmStage`` holds beside its ``LocalEngine`` (stages/llm/local.py).
 
-    TranscriptPartial (its text) ───────► background pass: conversation + user header + the
-                                          partial's words, P(end) at the last (yields to
-                                          every reply, any session's)
+    TranscriptPartial ──────────────────► background pass: conversation + user header + the
+                                          agreed words, or the whole partial
+                                          (``llm.prefill_partials``), P(end) at the last
+                                          (yields to every reply, any session's)
     TranscriptStable (the pause's text) ─► the same words: that P(end) posted at once; else
                                           a pass to the end of its words ─► P(end) ─►
                                           EndOfTurnBoard ─► the ASR's endpointer
@@ -114,9 +115,10 @@ class PrefillAhead:
             self.p_end, self.p_end_text = None, ""
 
     async def on_partial(self, turn: int, text: str) -> None:
-        """A new partial of the open turn: prefill its words in the background. All of them,
-        not only those two partials agreed on: a revised word costs a rollback to the common
-        token prefix, and a pause that ends on the partial's words finds P(end) read."""
+        """A new partial of the open turn: prefill its words in the background (``text``:
+        the agreed words, or all of them with ``llm.prefill_partials = "all"``: a revised
+        word costs a rollback to the common token prefix, and a pause that ends on the
+        partial's words finds P(end) read)."""
         if not text.strip() or not self.usable or turn < self.turn:
             return
         self._new_turn(turn)
