@@ -192,6 +192,12 @@ class LlmConfig:
     # A prompt is prefilled this many tokens per model pass, the stage yielding between
     # passes (an Interrupt takes effect between them); 0: one pass.
     prefill_chunk: int = 32
+    # What the streaming prefill (turns.prefill_ahead) feeds while the user speaks: the
+    # words two partials agreed on ("agreed"), or each partial's whole text ("all": a
+    # pause on the last partial's words then has its P(end) at once, for the cost of
+    # passes over words Whisper may still revise; it pays where a pass is cheap, the
+    # 135M, and not on the 1.5B on two cores: docs/benchmarks/turns.md).
+    prefill_partials: str = "agreed"
     # Threads of a prompt pass on the fused kernel: the prompt is prefilled while speech
     # synthesis waits for the reply, so the second core is free.
     prefill_threads: int = 2
@@ -218,6 +224,10 @@ class LlmConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.prefill_partials not in ("agreed", "all"):
+            raise ConfigError(
+                f"llm.prefill_partials: expected agreed or all, got {self.prefill_partials!r}"
+            )
         if self.tool_jump not in ("certain", "verify", "off"):
             raise ConfigError(
                 f"llm.tool_jump: expected certain, verify or off, got {self.tool_jump!r}"

@@ -36,6 +36,13 @@ def test_summary_rates_and_delays() -> None:
         {"kind": "complete", "turns": 2, "eot_delay_ms": [500.0, 600.0]},
         {"kind": "paused", "turns": 2},
         {"kind": "paused", "turns": 1},
+        # cut, the rest ended as a turn of its own but dropped (judged a backchannel)
+        {
+            "kind": "paused",
+            "turns": 1,
+            "finals": [{"text": "What is the capital on?"}, {"text": "Got it,"}],
+        },
+        {"kind": "paused", "turns": 1, "finals": [{"text": "Set a timer."}, {"text": ""}]},
         {"kind": "backchannel", "interrupted": False, **base, "unplayed_ms": 40.0},
         {"kind": "backchannel", "interrupted": False, **base, "answered_later": 1},
         {"kind": "interruption", "interrupted": True, "interrupt_ms": 300.0, **base},
@@ -45,7 +52,7 @@ def test_summary_rates_and_delays() -> None:
     ]
     s = summarize(rows)
     assert s["complete"]["eot_delay_ms_p50"] == 500.0 and s["complete"]["split_rate"] == 0.5
-    assert s["paused"]["false_cutoff_rate"] == 0.5
+    assert s["paused"]["false_cutoff_rate"] == 0.5  # 2 of 4: an empty final is no turn
     assert s["backchannel"] == {
         "n": 2,
         "false_barge_in_rate": 0.5,

@@ -381,3 +381,48 @@ async def test_a_pause_the_estimate_calls_unfinished_does_not_end_the_turn(asr):
     pauses = [f.attrs for f in out if isinstance(f, SpanFrame) and f.name == "turns.pause"]
     assert pauses[0]["outcome"] == "resumed" and pauses[0]["p_end"] == 1e-4
     assert pauses[-1]["outcome"] == "silence" and pauses[-1]["p_end"] == 0.9
+
+
+async def test_an_estimate_that_comes_after_the_audio_ends_the_turn_without_more_audio(asr):
+    # The estimate of a finished question arrives between two chunks, after the silence
+    # it asks for has been heard: the turn ends then, not with the next audio frame (a
+    # live client's next chunk is up to 32 ms away).
+    from voicepipe.core.turns.semantic import EndOfTurnBoard
+
+    b, sr = read_wav(DATA / "utt11.wav")
+    pcm = np.concatenate([np.zeros(sr // 2, np.float32), _trim(b, sr)])
+    pcm = np.concatenate([pcm, np.zeros(sr * 48 // 100, np.float32)])  # 480 ms of silence
+    board = EndOfTurnBoard()
+    board.estimator = True  # the LLM stage's part is played below
+    stage = AsrStage(CFG, asr=asr, eot=board)
+    out: list[Frame] = []
+
+    async def collect(f: Frame) -> None:
+        out.append(f)
+
+    await stage.start()
+    try:
+        stage.push = collect
+        n = sr // 50
+        for seq, i in enumerate(range(0, len(pcm), n)):
+            await stage.process(
+                AudioIn(pcm=pcm[i : i + n], sample_rate=sr, media_ns=i * 10**9 // sr, seq=seq)
+            )
+            await stage.wait_idle()
+        (stable,) = [f for f in out if isinstance(f, TranscriptStable)]
+        assert not any(isinstance(f, SpeechEnd) for f in out)  # waiting for the estimate
+        board.post(stable.turn_id, stable.speech_end_media_ns, 0.9, stable.text)
+
+        async def ended() -> None:
+            while not any(isinstance(f, SpeechEnd) for f in out):  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(ended(), 10)  # no audio came meanwhile
+        await stage.wait_idle()
+    finally:
+        await stage.stop()
+    (fin,) = finals(out)
+    assert wer("Why is the sky blue?", fin.text) <= 0.2, fin.text
+    (pause,) = [f.attrs for f in out if isinstance(f, SpanFrame) and f.name == "turns.pause"]
+    assert pause["outcome"] == "silence" and pause["p_end"] == 0.9
+    assert pause["pause_ms"] >= 400  # the silence heard before the estimate came

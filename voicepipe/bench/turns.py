@@ -9,7 +9,8 @@ and out, half at 16 kHz):
   committed, from the arrival of the last speech sample to the final transcript (the
   ``asr.final`` span's ``since_speech_end_ms``), p50 / p95.
 - **paused** turns: a request with 400–1,500 ms pauses inside. ``false_cutoff_rate``:
-  the share of them the server split into more than one turn.
+  the share of them the server split into more than one turn (more than one answered
+  turn, or more than one final transcript: a later part dropped as a backchannel counts).
 - **backchannel**: a long answer is asked for; after 1 s of it has played the user says
   "mm-hmm", "yeah", "right", "okay" or coughs. ``false_barge_in_rate``: the share where
   the answer was cut or the backchannel was answered as a turn of its own.
@@ -99,6 +100,15 @@ def _pct(xs: list[float], q: float) -> float | None:
 
 def _rate(hits: int, n: int) -> float | None:
     return round(hits / n, 3) if n else None
+
+
+def _split(row: dict[str, Any]) -> bool:
+    """The server made more than one turn of the spoken request: more than one answered
+    turn, or more than one final transcript with words (a later part of the request can be
+    ended as a turn of its own and then dropped: heard over the reply to the first part,
+    the overlap judge may call it a backchannel or echo, and it is never answered)."""
+    ended = sum(bool(f.get("text")) for f in row.get("finals", []))
+    return bool(row["turns"] > 1 or ended > 1)
 
 
 def _answered(res: Any) -> list[Any]:
@@ -275,14 +285,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "n": len(complete),
             "eot_delay_ms_p50": _pct(eot, 50),
             "eot_delay_ms_p95": _pct(eot, 95),
-            "split_rate": _rate(sum(r["turns"] > 1 for r in complete), len(complete)),
+            "split_rate": _rate(sum(_split(r) for r in complete), len(complete)),
             "no_turn": sum(r["turns"] == 0 for r in complete),
         }
     paused = of("paused")
     if paused:
         out["paused"] = {
             "n": len(paused),
-            "false_cutoff_rate": _rate(sum(r["turns"] > 1 for r in paused), len(paused)),
+            "false_cutoff_rate": _rate(sum(_split(r) for r in paused), len(paused)),
             "no_turn": sum(r["turns"] == 0 for r in paused),
         }
     bc = of("backchannel")

@@ -191,6 +191,12 @@ class AsrStage(Stage):
         self._last_t_ns = 0
         # The open turn's pauses, each a ``turns.pause`` span (core/turns/pauses.py).
         self.pauses = PauseLog(min_ms=cfg.asr.early_final_ms)
+        # An estimate (or refusal) posted between two VAD chunks is applied at once: the
+        # board wakes ``_estimates``, which runs the endpointer's rule on the audio so far
+        # under the lock that also covers each frame's chunks.
+        self._estimate = asyncio.Event()
+        self._estimator: asyncio.Task[None] | None = None
+        self._ep_lock = asyncio.Lock()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -199,12 +205,18 @@ class AsrStage(Stage):
             self.asr = await asyncio.to_thread(WhisperAsr.from_config, self.cfg)
         self.vad = SileroVad()
         self._decoder = asyncio.create_task(self._decode_loop(), name="asr:decoder")
+        if self.eot is not None:
+            self.eot.listeners.append(self._estimate.set)
+            self._estimator = asyncio.create_task(self._estimates(), name="asr:estimates")
 
     async def stop(self) -> None:
-        if self._decoder is not None:
-            self._decoder.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._decoder
+        if self.eot is not None and self._estimate.set in self.eot.listeners:
+            self.eot.listeners.remove(self._estimate.set)
+        for task in (self._decoder, self._estimator):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def wait_idle(self) -> None:
         """Until the decoder has nothing left to do for the audio seen so far.
@@ -221,7 +233,8 @@ class AsrStage(Stage):
         if isinstance(frame, AudioIn):
             await self._on_audio(frame)
         elif isinstance(frame, InputEnd):
-            await self._on_events(self.ep.flush(now_ns()))
+            async with self._ep_lock:
+                await self._on_events(self.ep.flush(now_ns()))
             for turn in list(self._pending):
                 await turn.done.wait()
             await self.push(frame)
@@ -247,7 +260,8 @@ class AsrStage(Stage):
         """An endpoint's manual turn taking: ``commit`` ends the open turn now (its final
         follows as usual); ``clear`` drops it (no final; ``SpeechEnd(accepted=False)``)."""
         if frame.action == "commit":
-            await self._on_events(self.ep.flush(now_ns()))
+            async with self._ep_lock:
+                await self._on_events(self.ep.flush(now_ns()))
         elif frame.action == "clear" and self._turn is not None:
             turn, self._turn = self._turn, None
             self.ep = Endpointer(self.ep.cfg)  # forget the open speech run
@@ -265,6 +279,42 @@ class AsrStage(Stage):
         return self._origin_media_ns + idx * 1_000_000_000 // SR
 
     async def _on_audio(self, frame: AudioIn) -> None:
+        async with self._ep_lock:
+            await self._on_audio_locked(frame)
+
+    async def _estimates(self) -> None:
+        """Each estimate the board gets, applied now: the turn ends if the silence heard so
+        far is already what that P(end) asks for (``Endpointer.poll``)."""
+        while True:
+            await self._estimate.wait()
+            self._estimate.clear()
+            async with self._ep_lock:
+                if self._turn is None or not self.ep.in_speech:
+                    continue
+                self._read_board()
+                events = self.ep.poll(now_ns())
+                if events:
+                    await self._on_events(events, self._idx(self.ep.media_end_ns))
+
+    def _read_board(self) -> None:
+        """The board's answer for the open turn's current speech end, to the endpointer."""
+        assert self.eot is not None and self._turn is not None
+        last = self.ep.last_speech_media_ns
+        if self.eot.declined(self._turn.id, last):
+            self.ep.decline_p_end(last)
+        p_end = self.eot.p_end(self._turn.id, last)
+        if p_end is not None:
+            known = self.ep.p_end is not None
+            self.ep.set_p_end(p_end, last)
+            if not known:
+                self.pauses.estimate(
+                    last,
+                    self.ep.trailing_silence_ns / 1e6,
+                    p_end,
+                    self.ep.silence_needed_ns() / 1e6,
+                )
+
+    async def _on_audio_locked(self, frame: AudioIn) -> None:
         assert self.vad is not None
         if self._origin_media_ns is None:
             self._origin_media_ns = frame.media_ns
@@ -288,20 +338,7 @@ class AsrStage(Stage):
             c_end = (first_chunk + k + 1) * CHUNK
             wall = frame.t_ns - (end - c_end) * 1_000_000_000 // SR  # arrival of the chunk end
             if self.eot is not None and self._turn is not None and self.ep.in_speech:
-                last = self.ep.last_speech_media_ns
-                if self.eot.declined(self._turn.id, last):
-                    self.ep.decline_p_end(last)
-                p_end = self.eot.p_end(self._turn.id, last)
-                if p_end is not None:
-                    known = self.ep.p_end is not None
-                    self.ep.set_p_end(p_end, last)
-                    if not known:
-                        self.pauses.estimate(
-                            last,
-                            self.ep.trailing_silence_ns / 1e6,
-                            p_end,
-                            self.ep.silence_needed_ns() / 1e6,
-                        )
+                self._read_board()
             events = self.ep.update(
                 float(p), self._media_ns(c_end - CHUNK), self._media_ns(c_end), wall
             )

@@ -235,3 +235,60 @@ def test_a_cue_only_lowers_p_end_below_every_eagerness_threshold(p: float, text:
         for name in ("high", "medium", "low"):
             e = eagerness(name, 400)
             assert e is not None and got <= e.p_lo
+
+
+def test_the_board_tells_its_listeners_of_each_post_and_decline() -> None:
+    b = EndOfTurnBoard()
+    heard: list[tuple[float | None, bool]] = []
+    b.listeners.append(lambda: heard.append((b.p_end(1, 100), b.declined(1, 100))))
+    b.post(1, 100, 0.7)
+    b.decline(1, 100)
+    assert heard == [(0.7, False), (0.7, True)]
+
+
+def _silent_for(ep: Endpointer, silence_ms: int) -> int:
+    """640 ms of speech then ``silence_ms`` of silence (whole chunks); the media end (ms)."""
+    t = 0
+    for _ in range(20):
+        ep.update(0.9, t * MS, (t + 32) * MS, (t + 32) * MS)
+        t += 32
+    for _ in range(silence_ms // 32):
+        ep.update(0.0, t * MS, (t + 32) * MS, (t + 32) * MS)
+        t += 32
+    return t
+
+
+def test_an_estimate_between_chunks_ends_the_turn_at_once_when_the_silence_is_enough() -> None:
+    ep = _ep("medium")
+    ep.expect_p_end(640 * MS)  # an estimate is on its way: the pause waits (max_ms)
+    end = _silent_for(ep, 480)
+    assert ep.in_speech
+    last = ep.last_speech_media_ns
+    assert ep.poll(end * MS + 5 * MS) == []  # nothing new: still waiting
+    ep.set_p_end(0.95, last)  # a finished question: 200 ms would do, 480 are heard
+    (ev,) = ep.poll(end * MS + 7 * MS)
+    assert isinstance(ev, SpeechEnded) and ev.reason == "silence" and ev.accepted
+    assert ev.now_ns == end * MS + 7 * MS and ev.last_speech_media_ns == last
+    assert not ep.in_speech and ep.poll(end * MS + 9 * MS) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.sampled_from(["high", "medium", "low"]),
+    silence=st.integers(0, 60).map(lambda k: 32 * k),
+    p=st.floats(1e-6, 1.0),
+)
+def test_poll_ends_a_turn_exactly_when_the_next_chunks_rule_would_have(
+    name: str, silence: int, p: float
+) -> None:
+    """``poll`` is the chunk's own rule applied between chunks: it ends the turn iff the
+    silence heard so far is what the estimate asks for, never sooner."""
+    e = eagerness(name, 400)
+    assert e is not None
+    ep = _ep(name)
+    _silent_for(ep, silence)
+    if not ep.in_speech:  # (the plain rule ended it before any estimate: nothing to poll)
+        return
+    ep.set_p_end(p, ep.last_speech_media_ns)
+    ended = bool(ep.poll(1))
+    assert ended == (silence >= silence_needed_ms(p, e))

@@ -158,3 +158,52 @@ async def test_the_pause_posts_p_end_and_the_tentative_reply_builds_on_it(cfg, e
     assert p_open is not None and p_open < p_finished / 3
     assert board.p_end(7, 5) == p_open
     await stage2.stop()
+
+
+async def test_a_pause_on_the_last_partials_words_posts_its_p_end_before_the_pass(
+    cfg, engine
+) -> None:
+    # The reference: P(end) of the finished question read by the pause's own pass.
+    ref_board = EndOfTurnBoard()
+    off = _with(cfg, prefill_ahead=True, preempt=False)
+    ref_stage = LlmStage(off, engine.fork(), eot=ref_board)
+    await ref_stage.start()
+    assert ref_stage.ahead is not None
+    p_ref = await ref_stage.ahead.on_pause(1, Q1, 1_000)
+    assert ref_stage.ahead.pause_timing["known"] == 0.0
+    await ref_stage.stop()
+    ref = await _turns(
+        LlmStage(_with(cfg, prefill_ahead=True, preempt=False), engine.fork()),
+        [[TranscriptFinal(turn_id=1, text=Q1)]],
+    )
+
+    # The last partial (not yet agreed on) already says what the pause's transcript says.
+    script = [
+        [TranscriptPartial(turn_id=1, text="What is the", stable_prefix=""),
+         TranscriptPartial(turn_id=1, text=Q1, stable_prefix="What is the"),
+         TranscriptStable(turn_id=1, text=Q1, speech_end_media_ns=1_000),
+         TranscriptFinal(turn_id=1, text=Q1)],
+    ]  # fmt: skip
+    # Fed only the agreed words ("What is the"), the pause's pass reads P(end) itself.
+    agreed = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, prefill_partials="agreed"))
+    board = EndOfTurnBoard()
+    stage = LlmStage(_with(agreed, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
+    got = await _turns(stage, script)
+    assert _span(got, "turns.p_end", 1).attrs["known"] == 0.0
+    assert _reply(got, 1) == _reply(ref, 1)
+
+    assert cfg.llm.prefill_partials == "all"  # (the fast profile's)
+    board = EndOfTurnBoard()
+    stage = LlmStage(_with(cfg, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
+    got = await _turns(stage, script)
+    assert _reply(got, 1) == _reply(ref, 1) != ""  # token-identical greedy reply
+    p_end = _span(got, "turns.p_end", 1).attrs
+    assert p_end["known"] == 1.0  # posted from the background pass, before the pause's pass
+    assert p_end["post_ms"] <= p_end["pass_ms"]
+    assert board.p_end(1, 1_000) == pytest.approx(p_ref, rel=1e-4)
+    # The pause's pass ran only the template's end of the user's turn and the assistant
+    # header (no word again), and the tentative reply no prompt pass before its first token.
+    assert stage.ahead is not None
+    assert p_end["rows"] == stage.ahead._suffix_len() > 0
+    assert _span(got, "llm.ttft", 1).attrs["preempt"] == "kept"
+    assert _span(got, "llm.ttft", 1).attrs["prefilled"] == 0

@@ -21,7 +21,8 @@ audio is fed):
   silence that ends a turn depends on P(end), the LLM's probability that the words so
   far are a whole turn (``set_p_end``, for the current speech end only; speech after it
   voids it): shorter after a finished question, longer through "um" or "the capital
-  of …". While no estimate is known: the policy's longest pause (``max_ms``) if one is
+  of …". An estimate that comes between chunks is applied at once by ``poll``. While no
+  estimate is known: the policy's longest pause (``max_ms``) if one is
   on its way (``expect_p_end``: the pause's transcript is being decoded, then read by
   the LLM; a pause must not be cut just because Whisper and the LLM are slower than the
   silence rule), else ``end_silence_ms`` (none will come: ``decline_p_end``).
@@ -187,6 +188,19 @@ class Endpointer:
         elif media_end_ns - self._onset[0] >= cfg.max_utterance_ms * 1_000_000:
             events.append(self._end(now_ns, "max_length"))
         return events
+
+    @property
+    def media_end_ns(self) -> int:
+        """End of the last chunk seen."""
+        return self._media_end
+
+    def poll(self, now_ns: int) -> list[Event]:
+        """The silence rule again on the audio seen so far, between chunks: an estimate that
+        arrives after the trailing silence already reached what it asks for ends the turn
+        now (reason "silence"), not with the next chunk (up to a VAD chunk later)."""
+        if not self.in_speech or self._media_end - self._last[0] < self.silence_needed_ns():
+            return []
+        return [self._end(now_ns, "silence")]
 
     def flush(self, now_ns: int) -> list[Event]:
         """End of input: close the open turn, if any."""

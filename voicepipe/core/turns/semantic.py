@@ -30,6 +30,7 @@ prefill: what the cache holds ahead of the endpoint, what a revision threw away.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from voicepipe.core.tokens import common_prefix
@@ -157,9 +158,17 @@ class EndOfTurnBoard:
         self.posted = 0
         self.estimator = False
         self._declined: tuple[int, int] | None = None
+        # Called after each post or decline: the reader applies it at once, not when its
+        # next audio comes (the ASR stage wakes its endpointer; Endpointer.poll).
+        self.listeners: list[Callable[[], None]] = []
+
+    def _changed(self) -> None:
+        for f in self.listeners:
+            f()
 
     def decline(self, turn: int, speech_end_media_ns: int) -> None:
         self._declined = (turn, speech_end_media_ns)
+        self._changed()
 
     def declined(self, turn: int, speech_end_media_ns: int) -> bool:
         return self._declined == (turn, speech_end_media_ns)
@@ -169,6 +178,7 @@ class EndOfTurnBoard:
             raise ValueError(f"P(end) must be a probability, got {p_end}")
         self.latest = Estimate(turn, speech_end_media_ns, p_end, text)
         self.posted += 1
+        self._changed()
 
     def p_end(self, turn: int, speech_end_media_ns: int) -> float | None:
         """The estimate for exactly this turn and speech end, else None."""

@@ -3,9 +3,12 @@ the pass that prefills the pause's words reads P(end of the user's turn) on the 
 
 Not a stage: what ``LlmStage`` holds beside its ``LocalEngine`` (stages/llm/local.py).
 
-    TranscriptPartial (stable prefix) ─► background pass: conversation + user header + the
-                                          agreed words (yields to every reply, any session's)
-    TranscriptStable (the pause's text) ─► pass to the end of its words ─► P(end) ─►
+    TranscriptPartial ──────────────────► background pass: conversation + user header + the
+                                          agreed words, or the whole partial
+                                          (``llm.prefill_partials``), P(end) at the last
+                                          (yields to every reply, any session's)
+    TranscriptStable (the pause's text) ─► the same words: that P(end) posted at once; else
+                                          a pass to the end of its words ─► P(end) ─►
                                           EndOfTurnBoard ─► the ASR's endpointer
                                           (core/turns/semantic.py), then the tentative reply
     the reply's prompt ─────────────────► ``llm.prefill_ahead`` span; the reply prefills
@@ -78,7 +81,7 @@ class PrefillAhead:
         self.ledger = AheadLedger()
         self.turn = -1
         self.replying = 0  # this session's replies in progress: no pass meanwhile
-        self._want: str | None = None  # the newest agreed words not yet prefilled
+        self._want: str | None = None  # the newest partial's words not yet prefilled
         self._task: asyncio.Task[None] | None = None
         self._suffix: int | None = None  # tokens the template puts after a user message
         self.first_ns = 0  # the turn's first and last pass (the span's extent)
@@ -111,12 +114,15 @@ class PrefillAhead:
             self.first_ns = self.last_ns = 0
             self.p_end, self.p_end_text = None, ""
 
-    async def on_partial(self, turn: int, stable: str) -> None:
-        """New agreed words of the open turn: prefill them in the background."""
-        if not stable.strip() or not self.usable or turn < self.turn:
+    async def on_partial(self, turn: int, text: str) -> None:
+        """A new partial of the open turn: prefill its words in the background (``text``:
+        the agreed words, or all of them with ``llm.prefill_partials = "all"``: a revised
+        word costs a rollback to the common token prefix, and a pause that ends on the
+        partial's words finds P(end) read)."""
+        if not text.strip() or not self.usable or turn < self.turn:
             return
         self._new_turn(turn)
-        self._want = stable.strip()
+        self._want = text.strip()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._background(), name=f"llm:ahead:{turn}")
 
@@ -154,27 +160,63 @@ class PrefillAhead:
 
     async def on_pause(self, turn: int, text: str, speech_end_media_ns: int) -> float | None:
         """The pause's transcript: prefill to the end of its words now and post P(end), or
-        say that none will come (the endpointer waits for one or the other)."""
+        say that none will come (the endpointer waits for one or the other).
+
+        When a background pass already read P(end) at the end of exactly these words (the
+        last partial's text was the pause's), it is posted at once, before this pass: the
+        endpoint need not wait for a pass whose only use is then the reply's prompt."""
         p = None
         t0 = t1 = now_ns()
-        if text.strip() and self.usable and not self.replying:
+        rows = -1
+        early = False
+        posted = t0
+        text = text.strip()
+        if text and self.usable and not self.replying:
             # (replying: a reply already answers these words: its cache is its own now)
             await self.stop_background()
             t1 = now_ns()
             self._new_turn(turn)
+            known = self._known(text)
+            if known is not None and self.board is not None:
+                self.board.post(turn, speech_end_media_ns, p_end_read(known, text), text)
+                early, posted = True, now_ns()
+            before = self.local.engine.target.prefilled
             try:
-                p = await self._pass(text.strip(), background=False)
+                p = await self._pass(text, background=False)
             except Exception as e:
                 self.errors += 1
                 log.warning("prefill ahead (pause) failed: %r", e)
-        if self.board is not None:
+            rows = self.local.engine.target.prefilled - before
+            if p is None and known is not None:
+                p = known  # (the pass failed, or was not needed: the estimate stands)
+        if self.board is not None and not early:
             if p is None:
                 self.board.decline(turn, speech_end_media_ns)
             else:  # (the model's P(end), unless the words end on a cue of more to come)
-                self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text.strip())
-        # where the estimate's time went: the background pass's end, then its own pass
-        self.pause_timing = {"stop_ms": (t1 - t0) / 1e6, "pass_ms": (now_ns() - t1) / 1e6}
+                self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text)
+            posted = now_ns()
+        # where the estimate's time went: the background pass's end, then its own pass;
+        # rows: the tokens that pass ran (-1: no pass tried); known: P(end) came from a
+        # background pass over the same words, posted before this pass; post_ms: when
+        # the endpointer could have it
+        self.pause_timing = {
+            "stop_ms": (t1 - t0) / 1e6,
+            "pass_ms": (now_ns() - t1) / 1e6,
+            "post_ms": (posted - t0) / 1e6,
+            "rows": float(rows),
+            "known": float(early),
+        }
         return p
+
+    def _known(self, text: str) -> float | None:
+        """P(end) read by an earlier pass at the end of exactly ``text``, if the cache still
+        holds those words (else None)."""
+        if self.p_end is None or self.p_end_text != text or self.ledger.held is None:
+            return None
+        got = self.target(text)
+        if got is None or self.ledger.plan(got[0]) != len(got[0]):
+            return None
+        return self.p_end
 
     # ------------------------------------------------------------ a pass
 
@@ -207,8 +249,9 @@ class PrefillAhead:
         eng = self.local.engine
         t = eng.target
         keep = self.ledger.plan(ids)
-        if self.ledger.held is not None and keep == len(ids) and self.p_end_text == text:
-            return self.p_end  # nothing new (a partial repeating its agreed words)
+        known = self.ledger.held is not None and keep == len(ids) and self.p_end_text == text
+        if known and background:
+            return self.p_end  # nothing new (a partial repeating its words)
         if not self.first_ns:
             self.first_ns = now_ns()
         if self.ledger.base is None:  # where the user's words start: the conversation and
@@ -218,14 +261,18 @@ class PrefillAhead:
             base = self.ledger.base
         before = t.prefilled
         if not background:  # the pause: its words and the assistant header in one pass
-            got = await self._with_header(text, ids)
-            if got is not None:
-                full, logits = got
+            # (P(end) known for these words: the pass starts after them, no word rerun)
+            headed = await self._with_header(text, ids, rerun=not known)
+            if headed is not None:
+                full, logits = headed
                 self.last_ns = now_ns()
                 self.ledger.fed(full, t.prefilled - before, 1, base=base)
-                stops = set(eng.tokenizer.stop_ids) | {end_id}
-                self.p_end, self.p_end_text = end_probability(logits, stops), text
+                if logits is not None:
+                    stops = set(eng.tokenizer.stop_ids) | {end_id}
+                    self.p_end, self.p_end_text = end_probability(logits, stops), text
                 return self.p_end
+        if known:
+            return self.p_end  # (the header did not fit one pass: the reply feeds it)
         if common_prefix(t.fed, ids) >= len(ids):  # all there: rerun the last for its logits
             await asyncio.to_thread(self._rollback, len(ids) - 1)
         passes = await self._feed(ids + [end_id], background)
@@ -238,13 +285,17 @@ class PrefillAhead:
         self.p_end, self.p_end_text = end_probability(logits, stops), text
         return self.p_end
 
-    async def _with_header(self, text: str, ids: list[int]) -> tuple[list[int], Any] | None:
+    async def _with_header(
+        self, text: str, ids: list[int], rerun: bool = True
+    ) -> tuple[list[int], Any | None] | None:
         """The pause's pass, when what the cache lacks fits one: the words and the
         template's end of the user's turn and assistant header, i.e. the whole prompt a
         reply to these words has, with the logits at the last word (P(end)). The reply
         that follows finds its prompt in the cache and its first token's logits held
         (``ModelTarget.prefill_rows``): no pass of its own before the first token. None:
-        not possible here (batched, another target, too much left), nothing run."""
+        not possible here (batched, another target, too much left), nothing run.
+        ``rerun=False``: P(end) at the last word is known already; the pass starts after
+        the words and the logits returned are None."""
         t = self.local.engine.target
         if self.local._batcher() is not None or not hasattr(t, "prefill_rows"):
             return None
@@ -252,8 +303,11 @@ class PrefillAhead:
         if full[: len(ids)] != ids or len(full) - common_prefix(t.fed, full) > self.chunk:
             return None
 
-        def run() -> tuple[list[int], Any] | None:
+        def run() -> tuple[list[int], Any | None] | None:
             with self.local.lock:
+                if not rerun:
+                    got = t.prefill_rows(full, len(full) - 1)
+                    return None if got is None else (full, None)
                 if common_prefix(t.fed, full) >= len(ids):  # rerun the last word for P(end)
                     t.rollback(len(ids) - 1)
                 got = t.prefill_rows(full, len(ids) - 1)

@@ -238,7 +238,11 @@ class LlmStage(Stage):
             return
         await self.push(frame)
         if isinstance(frame, TranscriptPartial) and self.ahead is not None and conv.auto_reply:
-            await self.ahead.on_partial(frame.turn_id, frame.stable_prefix)
+            # ``all``: the whole partial, not only its agreed words: the cache keeps the
+            # common token prefix of a revision, and a pause whose transcript is the last
+            # partial's text finds its P(end) read already (ahead.on_pause).
+            words = frame.text if self.cfg.llm.prefill_partials == "all" else frame.stable_prefix
+            await self.ahead.on_partial(frame.turn_id, words)
             return
         if not isinstance(frame, TranscriptFinal) or not frame.text.strip() or not conv.auto_reply:
             return
