@@ -56,8 +56,8 @@ class ServerConfig:
     adaptive_threads: bool = True
     # Voice before text: while a voice turn is in flight, the /v1 API's model steps keep
     # this share of the time (stages/llm/voice_first.py); 1: no priority; 0: the API waits
-    # for voice turns (at most 5 s between two of its steps).
-    api_share_while_voice: float = 0.1
+    # for voice turns (at most 5 s between two of its steps; docs/DEPLOY.md, measured).
+    api_share_while_voice: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ POLL_S = 0.02  # how soon a pause notices the voice turn ended
 class ApiBudget:
     """The rule alone (no clock, no I/O)."""
 
-    share: float = 0.1
+    share: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.share <= 1.0:
