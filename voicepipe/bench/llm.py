@@ -218,7 +218,51 @@ def model_row(
         "decode_tok_s_median": round(1 / sorted(tpot)[len(tpot) // 2], 1),
     }
     row.update(verify_costs(m, ids))
+    row["served_context"] = served_context_cost(m, ids, served_ids(tok))
     return row
+
+
+def served_ids(tok) -> list[int]:
+    """A served turn's prompt with the default config: the system prompt and the tools
+    block the server renders (voicepipe/stages/llm/tools.py), then a short question.
+    Several times the length of the bench's own prompt, and a pass's attention reads the
+    whole cache: llm.tpot in ``bench e2e`` decodes at this context, not at that one."""
+    from voicepipe.config import Config
+    from voicepipe.stages.llm.tools import active_tools, system_prompt
+
+    cfg = Config()
+    box = active_tools(cfg, tok)
+    kw = {"tools": box.specs()} if box else {}
+    sys_msg = {"role": "system", "content": system_prompt(cfg, box)}
+    return tok.chat_ids([sys_msg, {"role": "user", "content": SERVED_QUESTION}], **kw)
+
+
+SERVED_QUESTION = "What's the weather like in Paris today, and should I take an umbrella?"
+
+
+def served_context_cost(m, ids: list[int], served: list[int], passes: int = 12) -> dict:
+    """One-row decode passes at the end of ``ids`` (the bench's prompt) and of ``served``
+    (a served turn's), interleaved, best of ``passes`` each: what the served context
+    alone adds to a decode step, in the same process and load window."""
+    from voicepipe.nn.llm import llama
+
+    caches = []
+    for p in (ids, served):
+        cache = m.new_cache(len(p) + 2)
+        llama.prefill(m, cache, p[:-1])
+        caches.append((cache, cache.length, p[-1]))
+    best = [float("inf")] * len(caches)
+    for _ in range(passes):
+        for i, (cache, base, last) in enumerate(caches):
+            t0 = time.perf_counter()
+            llama.decode_step(m, cache, last)
+            best[i] = min(best[i], time.perf_counter() - t0)
+            cache.rollback(base)
+    return {
+        "context": [len(ids), len(served)],
+        "tpot_ms": [round(b * 1e3, 2) for b in best],
+        "ratio": round(best[1] / best[0], 3),
+    }
 
 
 VERIFY_ROWS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
