@@ -195,8 +195,8 @@ class LlmConfig:
     # What the streaming prefill (turns.prefill_ahead) feeds while the user speaks: the
     # words two partials agreed on ("agreed"), or each partial's whole text ("all": a
     # pause on the last partial's words then has its P(end) at once, for the cost of
-    # passes over words Whisper may still revise; it pays where a pass is cheap, the
-    # 135M, and not on the 1.5B on two cores: docs/benchmarks/turns.md).
+    # passes over words Whisper may still revise, and of a breath after words that read
+    # finished ending the turn; not on the 1.5B on two cores: docs/benchmarks/turns.md).
     prefill_partials: str = "agreed"
     # Threads of a prompt pass on the fused kernel: the prompt is prefilled while speech
     # synthesis waits for the reply, so the second core is free.

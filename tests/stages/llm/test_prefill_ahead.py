@@ -192,9 +192,9 @@ async def test_a_pause_on_the_last_partials_words_posts_its_p_end_before_the_pas
     assert _span(got, "turns.p_end", 1).attrs["known"] == 0.0
     assert _reply(got, 1) == _reply(ref, 1)
 
-    assert cfg.llm.prefill_partials == "all"  # (the fast profile's)
+    every = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, prefill_partials="all"))
     board = EndOfTurnBoard()
-    stage = LlmStage(_with(cfg, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
+    stage = LlmStage(_with(every, prefill_ahead=True, preempt=True), engine.fork(), eot=board)
     got = await _turns(stage, script)
     assert _reply(got, 1) == _reply(ref, 1) != ""  # token-identical greedy reply
     p_end = _span(got, "turns.p_end", 1).attrs
