@@ -107,7 +107,9 @@ async def test_barge_in_stops_the_reply_and_truncates_the_context(
     hello, hsr, _ = _clip("utt12.wav")  # "Hello."
     assert hsr == sr
     _, out = await _ask(cfg, pcm, sr, trailing_silence_s=0.5, barge_in=hello, barge_in_after_s=1.0)
-    first, second = sorted((t for t in out["turns"] if t["transcript"]), key=lambda t: t["turn_id"])
+    spoken = sorted((t for t in out["turns"] if t["transcript"]), key=lambda t: t["turn_id"])
+    assert len(spoken) == 2, [t["transcript"] for t in spoken]  # the question, then "Hello"
+    first, second = spoken
     assert first["interrupted"], first
     if not judged:  # It stopped within about a chunk of the barge-in: far less than a story.
         assert first["reply_audio_s"] < 4.0, first
