@@ -478,4 +478,4 @@ def _peer_row(name: str, n: int, repeats: int, threads: int) -> dict:
 
     tok = ChatTokenizer(load_gguf(gguf_path(name)).metadata)
     ids = tok.chat_ids([{"role": "user", "content": TTFT_PROMPT}])
-    return llamacpp_row(name, ids, n, repeats, threads)
+    return llamacpp_row(name, ids, n, repeats, threads, verify_rows=VERIFY_ROWS)

@@ -22,12 +22,16 @@ import time
 from typing import Any
 
 
-def llamacpp_row(name: str, ids: list[int], n: int, repeats: int, threads: int) -> dict:
-    """Load time, TTFT of prompt ``ids`` and greedy decode speed of ``n`` tokens."""
+def llamacpp_row(
+    name: str, ids: list[int], n: int, repeats: int, threads: int, verify_rows: tuple = ()
+) -> dict:
+    """Load time, TTFT of prompt ``ids``, greedy decode speed of ``n`` tokens and, given
+    ``verify_rows``, the cost of a verifying pass over each of those row counts."""
     from voicepipe.nn.llm.engine import gguf_path
 
     row: dict = {"model": name, "weights": "gguf", "kernel": "llama.cpp", "threads": threads}
     job = {"path": str(gguf_path(name)), "ids": ids, "n": n, "repeats": repeats}
+    job["verify_rows"] = list(verify_rows)
     proc = subprocess.run(
         [sys.executable, "-m", "voicepipe.bench.llm_peer", str(threads)],
         input=json.dumps(job),
@@ -79,7 +83,42 @@ def _measure(job: dict, threads: int) -> dict:
         tpot_ms=round(best * 1e3, 2),
         decode_tok_s=round(1 / best, 1),
     )
+    del llm
+    row.update(_verify_costs(job["path"], ids, threads, job.get("verify_rows", [])))
     return row
+
+
+def _verify_costs(path: str, ids: list[int], threads: int, rows: list[int], passes: int = 12):
+    """bench llm's verify_costs for llama.cpp: one pass over T rows with every row's
+    logits (as a verifier needs them), best of ``passes``, interleaved over T, at the
+    end of the prompt, the cache rolled back after each pass (``eval`` drops the cache
+    past ``n_tokens``)."""
+    if not rows:
+        return {}
+    from llama_cpp import Llama
+
+    llm = Llama(
+        model_path=path,
+        n_ctx=len(ids) + max(rows) + 16,
+        n_threads=threads,
+        n_threads_batch=threads,
+        logits_all=True,
+        verbose=False,
+    )
+    llm.eval(ids)
+    base = llm.n_tokens
+    best = dict.fromkeys(rows, float("inf"))
+    for _ in range(passes):
+        for t in rows:
+            t0 = time.perf_counter()
+            llm.eval(ids[-t:])
+            best[t] = min(best[t], time.perf_counter() - t0)
+            llm.n_tokens = base
+    one = best[1]  # (the rows always hold 1: bench llm's VERIFY_ROWS)
+    return {
+        "verify_ms": {t: round(v * 1e3, 2) for t, v in best.items()},
+        "verify_cost": {t: round(v / one, 2) for t, v in best.items()},
+    }
 
 
 def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> dict:
