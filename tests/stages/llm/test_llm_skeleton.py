@@ -53,16 +53,17 @@ def test_a_replys_metrics_count_every_pass_of_its_tool_rounds() -> None:
 
 @pytest.mark.slow
 async def test_the_15b_writes_the_same_call_in_fewer_passes() -> None:
-    """The default LLM and drafter (Qwen2.5-Coder-1.5B, ngram+its EAGLE draft), tool calls
-    decoded without jump-forward: the calculator turn with and without skeletons, token
-    for token the same reply."""
+    """The default LLM (Qwen2.5-Coder-1.5B) with its draft behind prompt lookup, the
+    hybrid drafter skeletons ride in front of (the default decodes plainly, without
+    them), tool calls decoded without jump-forward: the calculator turn with and
+    without skeletons, token for token the same reply."""
     from voicepipe import config
     from voicepipe.frames import TextChunk
     from voicepipe.stages.llm.engine import engine_for
     from voicepipe.stages.llm.stage import LlmStage
 
     # (jump-forward off: it forces the fixed text the skeletons would draft, test_llm_jump)
-    cfg = config.load(None, ["--llm.tool_jump=off"])
+    cfg = config.load(None, ["--llm.tool_jump=off", "--llm.drafter=ngram+qwen2.5-coder-1.5b-draft"])
     off = dataclasses.replace(cfg, llm=dataclasses.replace(cfg.llm, tool_skeleton=False))
     base = engine_for(cfg)
     got = {}
