@@ -150,7 +150,9 @@ class TurnsConfig:
     # Where P(end) comes from: "" = the reply LLM's own pass over the pause's words; a GGUF
     # LLM's registry name or path (e.g. "smollm2-135m") = that model in a fresh session
     # (system prompt + user header + the words: stages/llm/p_end.py), one instance per
-    # process, while the reply LLM still prefills the words for the reply.
+    # process, while the reply LLM still prefills the words for the reply. Off by default:
+    # with the 1.5B replying, the 135M's estimate came ~8x sooner but its lower P(end) on
+    # finished requests raised complete turns' delay p95 (docs/benchmarks/turns.md).
     p_end_model: str = ""
 
     def __post_init__(self) -> None:
