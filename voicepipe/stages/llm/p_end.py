@@ -7,7 +7,12 @@ end-of-user-turn token) after the words so far. Read from the default reply LLM 
 that is a pass of 7–12 rows of the 1.5B, 160–260 ms on a quiet host, on the path from
 the user's last word to the answer. The 135M separates finished from unfinished
 transcripts as well as anything measured (``voicepipe bench eot``: AUC 1.000) in a fresh
-session, no conversation needed, and its pass over the words is ~15 ms.
+session, no conversation needed, and its pass over the words is ~30 ms (11 rows, two
+threads, measured on a busy host; 60–78 ms p50 as `turns.p_end` under `bench turns`).
+Separating is not calibrating, though: the thresholds (core/turns/semantic.py) give 94 %
+of the finished transcripts the short pause on the 1.5B's reading and 64 % on the 135M's,
+and a finished request Whisper writes without a final mark often reads low on the 135M,
+so it waits far longer; hence off by default (docs/benchmarks/turns.md).
 
 So one estimator per process and model: the GGUF model (its weights shared with any
 engine of the same model and format in the process), one short KV cache holding the
