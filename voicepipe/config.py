@@ -145,8 +145,15 @@ class TurnsConfig:
     # Semantic end of turn (core/turns/semantic.py): the pause that ends a turn depends on
     # the LLM's P(end of the user's turn) read by the prefill of the pause's transcript.
     # off (silence only: vad.end_silence_ms) | low | medium | high | auto (= medium).
-    # Needs prefill_ahead and the local LLM; else the silence rule alone applies.
+    # Needs prefill_ahead and the local LLM (or p_end_model); else the silence rule alone.
     eagerness: str = "auto"
+    # Where P(end) comes from: "" = the reply LLM's own pass over the pause's words; a GGUF
+    # LLM's registry name or path (e.g. "smollm2-135m") = that model in a fresh session
+    # (system prompt + user header + the words: stages/llm/p_end.py), one instance per
+    # process, while the reply LLM still prefills the words for the reply. Off by default:
+    # with the 1.5B replying, the 135M's estimate came ~8x sooner but its lower P(end) on
+    # finished requests raised complete turns' delay p95 (docs/benchmarks/turns.md).
+    p_end_model: str = ""
 
     def __post_init__(self) -> None:
         names = ("off", "low", "medium", "high", "auto")
@@ -154,6 +161,39 @@ class TurnsConfig:
             raise ConfigError(
                 f"turns.eagerness: expected one of {', '.join(names)}, got {self.eagerness!r}"
             )
+        m = self.p_end_model
+        if m and not _an_llm(m):
+            raise ConfigError(
+                f'turns.p_end_model: expected "" (the reply LLM\'s own P(end)), an LLM of '
+                f"the registry ({', '.join(_registry_llms())}), a path or hf:ORG/NAME; "
+                f"got {m!r}"
+            )
+
+
+_MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+
+
+def _registry_llms() -> list[str]:
+    """The registry's LLM names (models/*.toml with role "llm"), read here rather than
+    through voicepipe.registry, which imports this module."""
+    out = []
+    for f in sorted(_MODELS_DIR.glob("*.toml")):
+        try:
+            role = tomllib.loads(f.read_text()).get("role")
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        if role == "llm":
+            out.append(f.stem)
+    return out
+
+
+def _an_llm(name: str) -> bool:
+    """Could ``name`` name an LLM to load: a registry LLM, an existing path, hf:ORG/NAME."""
+    if name != name.strip() or not name:
+        return False
+    if name.startswith("hf:"):
+        return "/" in name
+    return name in _registry_llms() or Path(name).expanduser().exists()
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,26 @@ def test_summary_rates_and_delays() -> None:
     assert i["detected_rate"] == round(2 / 3, 3) and i["within_400ms_rate"] == round(1 / 3, 3)
     assert i["delay_ms_max"] == 900.0
     assert s["echo"]["self_interruption_rate"] == 1.0 and s["echo"]["echo_transcripts"] == 1
+
+
+def test_a_bad_variant_fails_before_any_server_starts(monkeypatch) -> None:
+    import argparse
+
+    import pytest
+
+    from voicepipe import config
+    from voicepipe.bench import _serve
+    from voicepipe.bench.turns import run
+
+    def no_server(*a, **k):
+        raise AssertionError("a server was started before the variants were checked")
+
+    monkeypatch.setattr(_serve, "serve_process", no_server)
+
+    args = argparse.Namespace(
+        kind=["complete"], mode="after", config=config.Config(), config_file=None,
+        reply_tokens=8, clip_set="bench", json=True,
+        variant=["turns.p_end_model=", "turns.p_end_model=no-such-model"],
+    )  # fmt: skip
+    with pytest.raises(config.ConfigError, match="turns.p_end_model"):
+        run(args)

@@ -3,7 +3,9 @@ unfinished transcripts (the semantic end of turn, core/turns/semantic.py).
 
 Each transcript goes through the LLM stage's own streaming prefill (stages/llm/ahead.py,
 ``on_pause``) in a fresh session: the conversation's system prompt, the user header and
-the words, and P(the template's end-of-user-turn token) read from that pass. Reports the
+the words, and P(the template's end-of-user-turn token) read from that pass. With
+``[turns] p_end_model`` set, through that model instead (stages/llm/p_end.py), as the
+server then reads it. Reports the
 ROC AUC (finished scored above unfinished), per eagerness the share of finished turns
 that get the short pause (P(end) ≥ p_hi) and of unfinished ones cut off that soon
 (the false cut-offs a user would feel), and each transcript's P(end).
@@ -113,7 +115,12 @@ def auc(pos: list[float], neg: list[float]) -> float:
 
 async def _scores(cfg: Any, texts: list[str]) -> list[float]:
     from voicepipe.stages.llm.engine import engine_for
+    from voicepipe.stages.llm.p_end import estimator_for
     from voicepipe.stages.llm.stage import LlmStage
+
+    est = estimator_for(cfg)
+    if est is not None:  # the separate P(end) model the server would ask
+        return [await est.estimate_async(t) for t in texts]
 
     cfg = dataclasses.replace(cfg, turns=dataclasses.replace(cfg.turns, prefill_ahead=True))
     base = engine_for(cfg)
@@ -146,7 +153,8 @@ def run(cfg: Any) -> dict[str, Any]:
             "unfinished_long_wait": round(sum(p <= e.p_lo for p in neg) / len(neg), 3),
         }
     return {
-        "model": cfg.llm.model,
+        "model": cfg.turns.p_end_model or cfg.llm.model,  # the model that read P(end)
+        "llm": cfg.llm.model,
         "n_finished": len(pos),
         "n_unfinished": len(neg),
         "auc": round(auc(pos, neg), 4),

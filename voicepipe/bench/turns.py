@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import sys
@@ -88,6 +89,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="bench",
         help="bench: the reported set (bench/turns_set.py); tuning: other sentences and "
         "voices, complete and paused only (bench/turns_tuning.py), to choose numbers on",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="KEY=V[,KEY=V]",
+        help="compare server variants (config overrides, repeat the flag; an empty value "
+        "is allowed: --variant turns.p_end_model=): one server each, up at once, every "
+        "situation played to each in turn",
     )
     p.add_argument("--reply-tokens", type=int, default=32, help="llm.max_new_tokens (default 32)")
     p.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
@@ -187,9 +197,18 @@ def _overlap(res: Any, first: int) -> dict[str, Any]:
     }
 
 
-async def _run_mode(cfg: Any, kinds: set[str], log: Any, clip_set: str = "bench") -> dict[str, Any]:
+async def _run_mode(
+    cfg: Any,
+    kinds: set[str],
+    log: Any,
+    clip_set: str = "bench",
+    variants: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
+    """One server (or one per variant: config overrides on top of ``cfg``, every server up
+    at once, each situation played to each variant in turn, so all see the same load)."""
     from voicepipe.bench import turns_set, turns_tuning
     from voicepipe.bench._serve import serve_process
+    from voicepipe.config import apply_overrides
 
     clips = (turns_tuning if clip_set == "tuning" else turns_set).load()
     by_kind: dict[str, list[Any]] = {}
@@ -202,55 +221,77 @@ async def _run_mode(cfg: Any, kinds: set[str], log: Any, clip_set: str = "bench"
         )
     question = by_kind["question"][0] if "question" in by_kind else None
     rows: list[dict[str, Any]] = []
-    async with serve_process("assistant", cfg) as srv:
-        url = srv.ws_url
+    names = list(variants or {"": []})
+    async with contextlib.AsyncExitStack() as stack:
+        urls = {}
+        for name in names:
+            vcfg = apply_overrides(cfg, (variants or {}).get(name, []))
+            urls[name] = (await stack.enter_async_context(serve_process("assistant", vcfg))).ws_url
         k = 0
-        for kind in ("complete", "paused", "backchannel", "interruption"):
-            if kind not in kinds:
-                continue
-            for c in by_kind[kind]:
-                rate = 48000 if k % 2 else 16000
-                k += 1
-                t0 = time.perf_counter()
-                if kind in ("complete", "paused"):
-                    res = await _session(url, cfg, c.pcm, rate)
-                    turns = _answered(res)
-                    eot = [
-                        float(s.attrs["since_speech_end_ms"])
+        # each situation to every variant, the order alternating (A B, B A, …): neither
+        # always plays right after the other's session
+        situations = [
+            (kind, c)
+            for kind in ("complete", "paused", "backchannel", "interruption")
+            if kind in kinds
+            for c in by_kind[kind]
+        ]
+        plays = [
+            (kind, c, name)
+            for i, (kind, c) in enumerate(situations)
+            for name in (names if i % 2 == 0 else names[::-1])
+        ]
+        for kind, c, name in plays:
+            url = urls[name]
+            rate = 48000 if (k // len(names)) % 2 else 16000
+            k += 1
+            t0 = time.perf_counter()
+            if kind in ("complete", "paused"):
+                res = await _session(url, cfg, c.pcm, rate)
+                turns = _answered(res)
+                eot = [
+                    float(s.attrs["since_speech_end_ms"])
+                    for s in res.spans
+                    if s.name == "asr.final" and "since_speech_end_ms" in s.attrs
+                ]
+                row = {
+                    "turns": len(turns),
+                    "transcripts": [t.transcript for t in turns],
+                    "eot_delay_ms": eot,
+                    # each pause: its decode, transcript, P(end), and how it ended
+                    # (core/turns/pauses.py); each final: its decode, endpoint reason
+                    "pauses": [dict(s.attrs) for s in res.spans if s.name == "turns.pause"],
+                    # each pause's estimate: queued, the background pass, its own pass
+                    "p_end": [
+                        {"ms": round(s.end_ns / 1e6 - s.start_ns / 1e6, 1), **s.attrs}
                         for s in res.spans
-                        if s.name == "asr.final" and "since_speech_end_ms" in s.attrs
-                    ]
-                    row = {
-                        "turns": len(turns),
-                        "transcripts": [t.transcript for t in turns],
-                        "eot_delay_ms": eot,
-                        # each pause: its decode, transcript, P(end), and how it ended
-                        # (core/turns/pauses.py); each final: its decode, endpoint reason
-                        "pauses": [dict(s.attrs) for s in res.spans if s.name == "turns.pause"],
-                        # each pause's estimate: queued, the background pass, its own pass
-                        "p_end": [
-                            {"ms": round(s.end_ns / 1e6 - s.start_ns / 1e6, 1), **s.attrs}
-                            for s in res.spans
-                            if s.name == "turns.p_end"
-                        ],
-                        "finals": [
-                            {k: s.attrs.get(k) for k in FINAL_ATTRS}
-                            for s in res.spans
-                            if s.name == "asr.final"
-                        ],
-                        "error": res.error,
-                    }
-                else:
-                    assert question is not None
-                    res = await _session(url, cfg, question.pcm, rate, barge=c.pcm)
-                    first = min((t.turn_id for t in _answered(res)), default=1)
-                    row = _overlap(res, first)
-                rows.append({"kind": kind, "clip": c.name, "text": c.text, "rate": rate, **row})
-                log(f"  {kind:<13}{c.name:<15}{rate:>6} Hz {time.perf_counter() - t0:5.1f} s")
+                        if s.name == "turns.p_end"
+                    ],
+                    "finals": [
+                        {k: s.attrs.get(k) for k in FINAL_ATTRS}
+                        for s in res.spans
+                        if s.name == "asr.final"
+                    ],
+                    "error": res.error,
+                }
+            else:
+                assert question is not None
+                res = await _session(url, cfg, question.pcm, rate, barge=c.pcm)
+                first = min((t.turn_id for t in _answered(res)), default=1)
+                row = _overlap(res, first)
+            rows.append(
+                {"kind": kind, "clip": c.name, "text": c.text, "rate": rate, **row}
+                | ({"variant": name} if variants else {})
+            )
+            log(f"  {kind:<13}{c.name:<15}{rate:>6} Hz {time.perf_counter() - t0:5.1f} s"
+                + (f"  [{name}]" if variants else ""))  # fmt: skip
         if "echo" in kinds:
             assert question is not None
             talk = by_kind["interruption"][0]
-            for i, (gain, delay_ms, over) in enumerate(ECHO_PATHS):
+            for i, (gain, delay_ms, over), name in (
+                (i, e, n) for i, e in enumerate(ECHO_PATHS) for n in names
+            ):
+                url = urls[name]
                 rate = 48000 if i % 2 else 16000
                 t0 = time.perf_counter()
                 res = await _session(
@@ -265,10 +306,23 @@ async def _run_mode(cfg: Any, kinds: set[str], log: Any, clip_set: str = "bench"
                 first = min((t.turn_id for t in _answered(res)), default=1)
                 row = _overlap(res, first)
                 row |= {"gain_db": gain, "delay_ms": delay_ms, "user_talks": over}
+                row |= {"variant": name} if variants else {}
                 rows.append({"kind": "echo", "clip": question.name, "rate": rate, **row})
                 log(f"  echo {gain:+.0f} dB {delay_ms:.0f} ms{' +user' if over else '':<7}"
                     f"{rate:>6} Hz {time.perf_counter() - t0:5.1f} s")  # fmt: skip
-    return {"summary": summarize(rows), "rows": rows}
+    if not variants:
+        return {"summary": summarize(rows), "rows": rows}
+    return {
+        "order": "each situation played to every variant in turn, all servers up at once",
+        "variants": {
+            n: {
+                "overrides": variants[n],
+                "summary": summarize([r for r in rows if r["variant"] == n]),
+            }
+            for n in names
+        },
+        "rows": rows,
+    }
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -359,17 +413,24 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    variants = {v: [x for x in v.split(",") if x] for v in args.variant}
+    if variants:  # a bad key or value fails now, before any server starts
+        for overrides in variants.values():
+            C.apply_overrides(base, overrides)
+
     for mode in modes:
         cfg: C.Config = dataclasses.replace(
             base, turns=dataclasses.replace(base.turns, backchannel=mode == "after")
         )
         log(f"bench turns: {mode} (turns.backchannel={mode == 'after'})")
-        out["modes"][mode] = asyncio.run(_run_mode(cfg, kinds, log, args.clip_set))
+        out["modes"][mode] = asyncio.run(_run_mode(cfg, kinds, log, args.clip_set, variants))
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         for mode, r in out["modes"].items():
-            print(f"{mode}:")
-            for kind, s in r["summary"].items():
-                print(f"  {kind:<18}" + ", ".join(f"{k}={v}" for k, v in s.items()))
+            summaries = {"": r} if "summary" in r else r["variants"]
+            for name, res in summaries.items():
+                print(f"{mode}{' ' + name if name else ''}:")
+                for kind, s in res["summary"].items():
+                    print(f"  {kind:<18}" + ", ".join(f"{k}={v}" for k, v in s.items()))
     return 0

@@ -71,6 +71,10 @@ def preload(cfg: Config) -> None:
         _loading(f"LLM {c.model} ({c.weights}, drafter {c.drafter})", lambda: engine_for(cfg))
     else:
         _loading(f"LLM {c.model} (at {c.base_url})", lambda: check_llm_backend(cfg))
+    if cfg.turns.p_end_model:  # the separate P(end of turn) model (stages/llm/p_end.py)
+        from voicepipe.stages.llm.p_end import estimator_for
+
+        _loading(f"P(end) {cfg.turns.p_end_model}", lambda: estimator_for(cfg))
     what = f"codec-lm ({cfg.codec.model}, {cfg.codec.vocoder})"
     _loading(f"TTS {what if cfg.tts.backend == 'codec-lm' else cfg.tts.backend}",
              lambda: tts.preload(cfg))  # fmt: skip

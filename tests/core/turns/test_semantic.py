@@ -246,6 +246,29 @@ def test_the_board_tells_its_listeners_of_each_post_and_decline() -> None:
     assert heard == [(0.7, False), (0.7, True)]
 
 
+def test_a_board_with_a_source_takes_estimates_from_that_source_only() -> None:
+    b = EndOfTurnBoard()
+    heard: list[float | None] = []
+    b.listeners.append(lambda: heard.append(b.p_end(1, 100)))
+    b.source = "smollm2-135m"  # a separate P(end) model answers this session's pauses
+    assert b.post(1, 100, 0.3, "What is the capital of France?", source="smollm2-135m")
+    # the reply LLM's own reading of the same pause, later: refused, nothing changes
+    assert not b.post(1, 100, 0.001, "What is the capital of France?", source="qwen")
+    assert not b.post(1, 100, 0.001, "What is the capital of France?")  # unnamed: refused
+    assert not b.decline(1, 100, source="qwen")  # nor may another source void it
+    assert b.p_end(1, 100) == 0.3 and not b.declined(1, 100)
+    assert b.latest is not None and b.latest.source == "smollm2-135m"
+    assert (b.posted, b.refused, heard) == (1, 3, [0.3])  # listeners woken for the post only
+    assert b.decline(1, 132, source="smollm2-135m") and b.declined(1, 132)
+
+
+def test_a_board_without_a_source_takes_any_post() -> None:
+    b = EndOfTurnBoard()
+    assert b.post(1, 100, 0.3, source="a") and b.post(1, 100, 0.2, source="b")
+    assert b.p_end(1, 100) == 0.2 and b.refused == 0
+    assert b.latest is not None and b.latest.source == "b"
+
+
 def _silent_for(ep: Endpointer, silence_ms: int) -> int:
     """640 ms of speech then ``silence_ms`` of silence (whole chunks); the media end (ms)."""
     t = 0

@@ -23,7 +23,11 @@ thresholds were chosen on the text set of ``voicepipe bench eot`` (docs/benchmar
 ``EndOfTurnBoard`` is how the estimate travels from the LLM stage (which computes it) to
 the ASR stage (whose endpointer uses it): one object per session, shared like the
 ``TurnCounter``; an estimate counts only for the turn and the speech end it was made for,
-so words spoken after it void it. ``AheadLedger`` keeps the books of the speculative
+so words spoken after it void it. Each estimate names its ``source`` (the model that read
+it); a board whose ``source`` is set takes estimates from that source only: with a
+separate P(end) model (``[turns] p_end_model``, stages/llm/p_end.py) the reply LLM's own
+pass over the pause's words still prefills the reply but its reading never replaces the
+estimator's. ``AheadLedger`` keeps the books of the speculative
 prefill: what the cache holds ahead of the endpoint, what a revision threw away.
 """
 
@@ -142,6 +146,7 @@ class Estimate:
     speech_end_media_ns: int  # the last speech sample the transcript it was read from heard
     p_end: float
     text: str
+    source: str = ""  # the model that read it ("": not said)
 
 
 class EndOfTurnBoard:
@@ -151,12 +156,19 @@ class EndOfTurnBoard:
     when it has a streaming prefill), so the endpointer may wait for the answer; that
     answer is an estimate (``post``) or a refusal (``decline``: no estimate will come for
     this pause, e.g. a reply of the session holds the cache): the endpointer then goes by
-    silence alone instead of waiting."""
+    silence alone instead of waiting.
+
+    ``source``: who answers the pauses ("": whoever posts). When set, a post or a decline
+    naming another source is refused (``post`` returns False, nothing changes): one
+    estimator per board, so the endpointer never sees two readings of one pause from two
+    models, nor a slower model's reading replace (or a refusal void) the faster one's."""
 
     def __init__(self) -> None:
         self.latest: Estimate | None = None
         self.posted = 0
+        self.refused = 0  # posts and declines from another source than ``source``
         self.estimator = False
+        self.source = ""
         self._declined: tuple[int, int] | None = None
         # Called after each post or decline: the reader applies it at once, not when its
         # next audio comes (the ASR stage wakes its endpointer; Endpointer.poll).
@@ -166,19 +178,34 @@ class EndOfTurnBoard:
         for f in self.listeners:
             f()
 
-    def decline(self, turn: int, speech_end_media_ns: int) -> None:
+    def _accepts(self, source: str) -> bool:
+        if self.source and source != self.source:
+            self.refused += 1
+            return False
+        return True
+
+    def decline(self, turn: int, speech_end_media_ns: int, source: str = "") -> bool:
+        if not self._accepts(source):
+            return False
         self._declined = (turn, speech_end_media_ns)
         self._changed()
+        return True
 
     def declined(self, turn: int, speech_end_media_ns: int) -> bool:
         return self._declined == (turn, speech_end_media_ns)
 
-    def post(self, turn: int, speech_end_media_ns: int, p_end: float, text: str = "") -> None:
+    def post(
+        self, turn: int, speech_end_media_ns: int, p_end: float, text: str = "", source: str = ""
+    ) -> bool:
+        """Post an estimate; False (nothing posted) when ``source`` is not the board's."""
         if not 0.0 <= p_end <= 1.0:
             raise ValueError(f"P(end) must be a probability, got {p_end}")
-        self.latest = Estimate(turn, speech_end_media_ns, p_end, text)
+        if not self._accepts(source):
+            return False
+        self.latest = Estimate(turn, speech_end_media_ns, p_end, text, source)
         self.posted += 1
         self._changed()
+        return True
 
     def p_end(self, turn: int, speech_end_media_ns: int) -> float | None:
         """The estimate for exactly this turn and speech end, else None."""

@@ -74,9 +74,12 @@ def end_probability(logits: Any, end_ids: set[int] | frozenset[int]) -> float:
 class PrefillAhead:
     """One session's streaming prefill over a ``LocalEngine`` (``local``)."""
 
-    def __init__(self, local: Any, board: EndOfTurnBoard | None, chunk: int) -> None:
+    def __init__(
+        self, local: Any, board: EndOfTurnBoard | None, chunk: int, source: str = ""
+    ) -> None:
         self.local = local
-        self.board = board
+        self.board = board  # None: prefill only (a separate P(end) model answers pauses)
+        self.source = source  # the model its estimates are read from (the board's source)
         self.chunk = max(1, chunk)
         self.ledger = AheadLedger()
         self.turn = -1
@@ -178,7 +181,9 @@ class PrefillAhead:
             self._new_turn(turn)
             known = self._known(text)
             if known is not None and self.board is not None:
-                self.board.post(turn, speech_end_media_ns, p_end_read(known, text), text)
+                self.board.post(
+                    turn, speech_end_media_ns, p_end_read(known, text), text, self.source
+                )
                 early, posted = True, now_ns()
             before = self.local.engine.target.prefilled
             try:
@@ -191,9 +196,9 @@ class PrefillAhead:
                 p = known  # (the pass failed, or was not needed: the estimate stands)
         if self.board is not None and not early:
             if p is None:
-                self.board.decline(turn, speech_end_media_ns)
+                self.board.decline(turn, speech_end_media_ns, self.source)
             else:  # (the model's P(end), unless the words end on a cue of more to come)
-                self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text)
+                self.board.post(turn, speech_end_media_ns, p_end_read(p, text), text, self.source)
             posted = now_ns()
         # where the estimate's time went: the background pass's end, then its own pass;
         # rows: the tokens that pass ran (-1: no pass tried); known: P(end) came from a

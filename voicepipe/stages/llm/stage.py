@@ -33,6 +33,7 @@ shared with the ASR).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Protocol
 
 from voicepipe.clock import now_ns
@@ -62,6 +63,8 @@ from voicepipe.stage import Stage, TurnCounter
 from voicepipe.stages.llm.ahead import PrefillAhead
 from voicepipe.stages.llm.context import Conversation, Message
 from voicepipe.stages.llm.local import LocalEngine
+from voicepipe.stages.llm.p_end import PEndEstimator, estimator_for
+from voicepipe.stages.llm.p_end import on_pause as p_end_on_pause
 from voicepipe.stages.llm.preempt import Preempter
 from voicepipe.stages.llm.remote import BACKENDS, LlmBackendError, RemoteEngine
 from voicepipe.stages.llm.reply import Reply
@@ -88,7 +91,10 @@ class LlmStage(Stage):
     """``engine``: a local engine fork to use (then the backend is local whatever
     ``llm.backend`` says); None: the backend ``llm.backend`` names, a local one built in
     ``start``. ``turns``: the turn counter shared with the ASR stage; ``eot``: where the
-    streaming prefill posts P(end of turn) for the ASR's endpointer (shared likewise)."""
+    streaming prefill posts P(end of turn) for the ASR's endpointer (shared likewise), or,
+    with ``[turns] p_end_model`` set, the process's separate P(end) model does (p_end.py;
+    the board then takes that model's estimates only, and the streaming prefill only
+    prefills)."""
 
     name = "llm"
 
@@ -118,12 +124,20 @@ class LlmStage(Stage):
         self.preempter = Preempter(
             Preemption(cfg.turns.preempt), self._out, self._generate, self.conversation.remember
         )
-        # Streaming prefill of the user's words (stages/llm/ahead.py): the local model only.
+        self.eot = eot
+        # A separate P(end) model (stages/llm/p_end.py), loaded (or found loaded) in start:
+        # it answers each pause's transcript, whatever the backend.
+        self.p_end_model = cfg.turns.p_end_model if eot is not None else ""
+        self.estimator: PEndEstimator | None = None
+        # Streaming prefill of the user's words (stages/llm/ahead.py): the local model only;
+        # it posts P(end) only when no separate model does.
         self.ahead: PrefillAhead | None = None
         if cfg.turns.prefill_ahead and isinstance(self.backend, LocalEngine):
-            self.ahead = PrefillAhead(self.backend, eot, cfg.llm.prefill_chunk)
-            if eot is not None:  # each pause's transcript gets an answer (ahead.on_pause)
-                eot.estimator = True
+            board = None if self.p_end_model else eot
+            self.ahead = PrefillAhead(self.backend, board, cfg.llm.prefill_chunk, cfg.llm.model)
+        if eot is not None and (self.p_end_model or self.ahead is not None):
+            eot.estimator = True  # each pause's transcript gets an answer (post or decline)
+            eot.source = self.p_end_model  # ("": the reply LLM's streaming prefill)
 
     async def _out(self, frame: Frame) -> None:
         # (``push`` is wired after construction, by the pipeline: looked up at each frame)
@@ -161,6 +175,8 @@ class LlmStage(Stage):
     # ------------------------------------------------------------ stage hooks
 
     async def start(self) -> None:
+        if self.p_end_model:
+            self.estimator = await asyncio.to_thread(estimator_for, self.cfg)
         await self.backend.start()
         if self.ahead is not None:
             self.ahead.prepare()
@@ -208,29 +224,25 @@ class LlmStage(Stage):
             return
         if isinstance(frame, TranscriptStable):  # between ASR and here only: not pushed on
             if not conv.auto_reply:
-                if self.ahead is not None and self.ahead.board is not None:
-                    self.ahead.board.decline(frame.turn_id, frame.speech_end_media_ns)
+                if self.eot is not None and self.eot.estimator:
+                    self.eot.decline(frame.turn_id, frame.speech_end_media_ns, self.eot.source)
                 return  # no reply of its own: nothing to start early (nor P(end))
             d = p.policy.on_stable(frame.turn_id, frame.text.strip())
             await p.apply(Decision(cancel=d.cancel), frame.turn_id)  # (frees the cache)
-            if self.ahead is not None:  # the pause's words, and P(end) for the endpointer
+            text, end = frame.text.strip(), frame.speech_end_media_ns
+            if self.estimator is not None and self.eot is not None:  # P(end) first: the
+                t0 = now_ns()  # endpointer waits for it; the reply's prefill after
+                got, timing = await p_end_on_pause(
+                    self.estimator, self.eot, frame.turn_id, text, end
+                )
+                await self._p_end_span(frame, t0, got, self.estimator.name, timing)
+            if self.ahead is not None:  # the pause's words (and P(end) if no model above)
                 t0 = now_ns()
-                got = await self.ahead.on_pause(
-                    frame.turn_id, frame.text.strip(), frame.speech_end_media_ns
-                )
-                await self.push(  # from the pause's transcript to its estimate (or refusal)
-                    SpanFrame(
-                        turn_id=frame.turn_id,
-                        name="turns.p_end",
-                        start_ns=frame.t_ns,
-                        end_ns=now_ns(),
-                        attrs={
-                            "queued_ms": round((t0 - frame.t_ns) / 1e6, 1),
-                            **{k: round(v, 1) for k, v in self.ahead.pause_timing.items()},
-                            "p_end": -1.0 if got is None else round(got, 5),
-                        },
+                got = await self.ahead.on_pause(frame.turn_id, text, end)
+                if self.estimator is None:
+                    await self._p_end_span(
+                        frame, t0, got, self.cfg.llm.model, self.ahead.pause_timing
                     )
-                )
             await p.apply(Decision(start=d.start), frame.turn_id, frame)
             return
         if isinstance(frame, SpeechResumed):
@@ -261,6 +273,25 @@ class LlmStage(Stage):
             text,
             frame.t_ns,
             preempt="cancelled" if d.cancel == frame.turn_id else "off",
+        )
+
+    async def _p_end_span(
+        self, frame: TranscriptStable, t0: int, got: float | None, model: str, timing: dict
+    ) -> None:
+        """From the pause's transcript to its estimate (or refusal); ``model``: whose."""
+        await self.push(
+            SpanFrame(
+                turn_id=frame.turn_id,
+                name="turns.p_end",
+                start_ns=frame.t_ns,
+                end_ns=now_ns(),
+                attrs={
+                    "model": model,
+                    "queued_ms": round((t0 - frame.t_ns) / 1e6, 1),
+                    **{k: round(v, 1) for k, v in timing.items()},
+                    "p_end": -1.0 if got is None else round(got, 5),
+                },
+            )
         )
 
     # ------------------------------------------------------------ generation
