@@ -75,6 +75,18 @@ def finals(out: list[Frame]) -> list[TranscriptFinal]:
     return [f for f in out if isinstance(f, TranscriptFinal)]
 
 
+async def feed_lockstep(stage: AsrStage, pcm: np.ndarray, sr: int) -> None:
+    """``pcm`` into ``stage`` in 20 ms frames, each frame's decodes done before the next
+    (decoding as if it took no time: an estimate posted from a TranscriptStable is
+    there when the next audio comes, as the pause's decode and the LLM allow)."""
+    n = sr // 50
+    for seq, i in enumerate(range(0, len(pcm), n)):
+        await stage.process(
+            AudioIn(pcm=pcm[i : i + n], sample_rate=sr, media_ns=i * 10**9 // sr, seq=seq)
+        )
+        await stage.wait_idle()
+
+
 def test_manifest_covers_what_the_issue_asks_for():
     kinds = [c["kind"] for c in MANIFEST["clips"]]
     assert kinds.count("utterance") >= 12
@@ -357,14 +369,8 @@ async def _paused_turn(asr, estimate) -> list[Frame]:
 
     await stage.start()
     try:
-        n = sr // 50
         stage.push = collect
-        for seq, i in enumerate(range(0, len(pcm), n)):
-            await stage.process(
-                AudioIn(pcm=pcm[i : i + n], sample_rate=sr, media_ns=i * 10**9 // sr, seq=seq)
-            )
-            await stage.wait_idle()  # (decoding as if it took no time: the estimate is
-            # there when the next audio comes, as the pause's decode and LLM allow)
+        await feed_lockstep(stage, pcm, sr)
         await stage.process(InputEnd())
     finally:
         await stage.stop()
@@ -403,12 +409,7 @@ async def test_an_estimate_that_comes_after_the_audio_ends_the_turn_without_more
     await stage.start()
     try:
         stage.push = collect
-        n = sr // 50
-        for seq, i in enumerate(range(0, len(pcm), n)):
-            await stage.process(
-                AudioIn(pcm=pcm[i : i + n], sample_rate=sr, media_ns=i * 10**9 // sr, seq=seq)
-            )
-            await stage.wait_idle()
+        await feed_lockstep(stage, pcm, sr)
         (stable,) = [f for f in out if isinstance(f, TranscriptStable)]
         assert not any(isinstance(f, SpeechEnd) for f in out)  # waiting for the estimate
         board.post(stable.turn_id, stable.speech_end_media_ns, 0.9, stable.text)

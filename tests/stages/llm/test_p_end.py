@@ -18,7 +18,6 @@ from voicepipe.audio import read_wav
 from voicepipe.core.text.wer import wer
 from voicepipe.core.turns.semantic import EndOfTurnBoard, eagerness, p_end_read
 from voicepipe.frames import (
-    AudioIn,
     Frame,
     SpanFrame,
     SpeechEnd,
@@ -104,7 +103,7 @@ async def test_the_endpointer_ends_the_turn_on_the_135ms_estimate(default_cfg) -
     # the board → the ASR's endpointer: "Why is the sky blue?" then 480 ms of silence and
     # no more audio. The endpointer waits for the estimate it expects (board.estimator):
     # the turn ends only once the 135M's P(end) is posted.
-    from tests.stages.test_asr import DATA, _trim, finals
+    from tests.stages.test_asr import DATA, _trim, feed_lockstep, finals
     from voicepipe.nn.asr.whisper import WhisperAsr
     from voicepipe.stages.asr import AsrStage
 
@@ -132,12 +131,7 @@ async def test_the_endpointer_ends_the_turn_on_the_135ms_estimate(default_cfg) -
     await stage.start()
     try:
         stage.push = collect
-        n = sr // 50
-        for seq, i in enumerate(range(0, len(pcm), n)):
-            await stage.process(
-                AudioIn(pcm=pcm[i : i + n], sample_rate=sr, media_ns=i * 10**9 // sr, seq=seq)
-            )
-            await stage.wait_idle()
+        await feed_lockstep(stage, pcm, sr)
 
         async def ended() -> None:
             while not any(isinstance(f, SpeechEnd) for f in out):  # noqa: ASYNC110
