@@ -82,6 +82,19 @@ def test_cli_reports_the_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert "server.port" in capsys.readouterr().err
 
 
+def test_a_bench_variant_with_a_bad_key_is_named_before_any_server(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from voicepipe.bench import _serve
+
+    def no_server(*a: object, **k: object) -> None:
+        raise AssertionError("a server was started before the variants were checked")
+
+    monkeypatch.setattr(_serve, "serve_process", no_server)
+    assert main(["bench", "e2e", "--variant", "llm.nope=1", "--questions", "1"]) == 2
+    assert "llm.nope" in capsys.readouterr().err
+
+
 def test_every_shipped_config_loads() -> None:
     files = sorted((config.DEFAULT_TOML.parent).glob("*.toml"))
     assert config.DEFAULT_TOML in files and len(files) >= 2

@@ -135,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except config.ConfigError as e:  # e.g. a bench's --variant overrides
+        print(f"voicepipe: config error: {e}", file=sys.stderr)
+        return 2
     return int(rc or 0)
 
 

@@ -13,10 +13,10 @@ import re
 import sys
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-from voicepipe.config import Config, dump_toml
+from voicepipe.config import Config, apply_overrides, dump_toml
 
 
 @dataclass
@@ -106,3 +106,30 @@ async def serve_process(
                 await proc.wait()
         if cfg_file:
             os.unlink(cfg_file)
+
+
+def parse_variants(flags: list[str], base: Config) -> dict[str, list[str]]:
+    """``--variant KEY=V[,KEY=V]`` flags: {flag: its overrides} (an empty value is one:
+    ``turns.p_end_model=``), each applied to ``base`` now, so a bad key or value fails
+    before any server starts."""
+    variants = {v: [x for x in v.split(",") if x] for v in flags}
+    for overrides in variants.values():
+        apply_overrides(base, overrides)
+    return variants
+
+
+@asynccontextmanager
+async def serve_variants(
+    pipeline: str, cfg: Config, variants: dict[str, list[str]], trace: str | None = None
+) -> AsyncIterator[dict[str, ServeProcess]]:
+    """One server per variant (its overrides on top of ``cfg``), all up at once, so the
+    benches can play each situation to every variant in turn under the same load;
+    ``trace``: the last variant's spans."""
+    names = list(variants)
+    async with AsyncExitStack() as stack:
+        servers = {}
+        for name in names:
+            vcfg = apply_overrides(cfg, variants[name])
+            tr = trace if name == names[-1] else None
+            servers[name] = await stack.enter_async_context(serve_process(pipeline, vcfg, trace=tr))
+        yield servers

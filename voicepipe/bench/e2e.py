@@ -432,22 +432,15 @@ async def compare(
     every variant sees the same machine load. The trace, if any, is the last variant's."""
     import asyncio
     import time
-    from contextlib import AsyncExitStack
 
-    from voicepipe.bench._serve import serve_process
-    from voicepipe.config import apply_overrides
+    from voicepipe.bench._serve import serve_variants
 
     texts = TAGGED_QUESTIONS[: max(1, min(n_questions, len(TAGGED_QUESTIONS)))]
     clips = await asyncio.to_thread(speak, texts)
     names = list(variants)
     levels = levels or [1]
     log(f"bench e2e: {len(texts)} spoken questions × {rounds}, variants {names}, alternating …")
-    async with AsyncExitStack() as stack:
-        servers = {}
-        for name in names:
-            vcfg = apply_overrides(cfg, variants[name])
-            tr = trace if name == names[-1] else None
-            servers[name] = await stack.enter_async_context(serve_process(pipeline, vcfg, trace=tr))
+    async with serve_variants(pipeline, cfg, variants, trace) as servers:
         sessions: dict[str, dict[int, list[dict[str, Any]]]] = {
             m: {c: [] for c in levels} for m in names
         }
@@ -640,7 +633,9 @@ def run(args: argparse.Namespace) -> int:
         if args.compare_preempt:
             out = asyncio.run(compare_preempt(args.config, **kw))
         else:
-            variants = {v: [x for x in v.split(",") if x] for v in args.variant}
+            from voicepipe.bench._serve import parse_variants
+
+            variants = parse_variants(args.variant, args.config)
             with contextlib.ExitStack() as stack:
                 if args.otlp_sink:
                     from voicepipe.bench.otlp_sink import OtlpSink, with_sink

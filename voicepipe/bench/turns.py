@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
 import sys
@@ -207,8 +206,7 @@ async def _run_mode(
     """One server (or one per variant: config overrides on top of ``cfg``, every server up
     at once, each situation played to each variant in turn, so all see the same load)."""
     from voicepipe.bench import turns_set, turns_tuning
-    from voicepipe.bench._serve import serve_process
-    from voicepipe.config import apply_overrides
+    from voicepipe.bench._serve import serve_variants
 
     clips = (turns_tuning if clip_set == "tuning" else turns_set).load()
     by_kind: dict[str, list[Any]] = {}
@@ -222,11 +220,8 @@ async def _run_mode(
     question = by_kind["question"][0] if "question" in by_kind else None
     rows: list[dict[str, Any]] = []
     names = list(variants or {"": []})
-    async with contextlib.AsyncExitStack() as stack:
-        urls = {}
-        for name in names:
-            vcfg = apply_overrides(cfg, (variants or {}).get(name, []))
-            urls[name] = (await stack.enter_async_context(serve_process("assistant", vcfg))).ws_url
+    async with serve_variants("assistant", cfg, variants or {"": []}) as servers:
+        urls = {name: srv.ws_url for name, srv in servers.items()}
         k = 0
         # each situation to every variant, the order alternating (A B, B A, …): neither
         # always plays right after the other's session
@@ -395,6 +390,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from voicepipe import config as C
+    from voicepipe.bench._serve import parse_variants
 
     kinds = set(args.kind or ("complete", "paused", "backchannel", "interruption", "echo"))
     modes = ("before", "after") if args.mode == "both" else (args.mode,)
@@ -413,10 +409,7 @@ def run(args: argparse.Namespace) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    variants = {v: [x for x in v.split(",") if x] for v in args.variant}
-    if variants:  # a bad key or value fails now, before any server starts
-        for overrides in variants.values():
-            C.apply_overrides(base, overrides)
+    variants = parse_variants(args.variant, base)  # (checked now, before any server)
 
     for mode in modes:
         cfg: C.Config = dataclasses.replace(
