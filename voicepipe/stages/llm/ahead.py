@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from voicepipe.clock import now_ns
-from voicepipe.core.tokens import common_prefix
+from voicepipe.core.tokens import common_prefix, common_suffix
 from voicepipe.core.turns.semantic import (
     AheadLedger,
     EndOfTurnBoard,
@@ -230,12 +230,7 @@ class PrefillAhead:
         and the assistant header): the common suffix of two renders that differ only in the
         words."""
         if self._suffix is None:
-            a = self.local.prompt("Hello.")
-            b = self.local.prompt("2")
-            n = 0
-            while n < min(len(a), len(b)) - 1 and a[-1 - n] == b[-1 - n]:
-                n += 1
-            self._suffix = n
+            self._suffix = common_suffix(self.local.prompt("Hello."), self.local.prompt("2"))
         return self._suffix
 
     def target(self, text: str) -> tuple[list[int], int] | None:

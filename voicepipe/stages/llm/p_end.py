@@ -39,7 +39,7 @@ import threading
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
-from voicepipe.core.tokens import common_prefix
+from voicepipe.core.tokens import common_prefix, common_suffix
 from voicepipe.core.turns.semantic import EndOfTurnBoard, p_end_read
 
 log = logging.getLogger(__name__)
@@ -79,9 +79,7 @@ class PEndEstimator:
         self.calls = 0
         a, b = self._render("Hello."), self._render("2")
         self.prefix = a[: common_prefix(a, b)]  # system prompt + user header
-        n = 0  # the tokens after a user message's words: end of turn, assistant header
-        while n < min(len(a), len(b)) - 1 and a[-1 - n] == b[-1 - n]:
-            n += 1
+        n = common_suffix(a, b)  # after a user message's words: end of turn, header
         if n <= 0:
             raise ValueError(f"{name}: its chat template ends a user message with no token")
         self._suffix = n
