@@ -138,6 +138,10 @@ class TurnsConfig:
     # Echo gating: the reply's words played within this long before the overlapping
     # speech began (and since) are the reference its transcript is compared with.
     echo_words_ms: int = 2000
+    # Speech over a reply this many dB quieter than the user's usual voice (their last
+    # turns') is the echo canceller's residue, whatever words Whisper made of it
+    # (core/turns/level.py); 0: words alone decide.
+    echo_quiet_gap_db: float = 10.0
     # Streaming prefill (stages/llm/ahead.py): the words the partial transcripts agree on
     # go into the LLM's KV cache while the user still speaks, in passes that yield to
     # replies; the endpoint then leaves only the last words and the assistant header.
@@ -160,6 +164,10 @@ class TurnsConfig:
         if self.eagerness not in names:
             raise ConfigError(
                 f"turns.eagerness: expected one of {', '.join(names)}, got {self.eagerness!r}"
+            )
+        if self.echo_quiet_gap_db < 0:
+            raise ConfigError(
+                f"turns.echo_quiet_gap_db: expected 0 (off) or more, got {self.echo_quiet_gap_db}"
             )
         m = self.p_end_model
         if m and not _an_llm(m):

@@ -167,6 +167,7 @@ class SpeechEnd(Frame):
 class TranscriptPartial(Frame):
     text: str
     stable_prefix: str = ""
+    level_db: float | None = None  # the turn's speech level so far (core/turns/level.py)
 
 
 @dataclass(kw_only=True)
@@ -192,6 +193,7 @@ class TranscriptFinal(Frame):
     text: str
     speech_end_media_ns: int = 0
     speech_end_wall_ns: int = 0
+    level_db: float | None = None  # the turn's speech level (core/turns/level.py)
 
 
 @dataclass(kw_only=True)

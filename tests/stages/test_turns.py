@@ -129,6 +129,34 @@ async def test_an_interruption_cuts_the_reply_and_goes_on_as_a_turn() -> None:
     assert kinds.index((PlayoutHold, 2)) < kinds.index((Interrupt, 2))
 
 
+def _at_level(frames: list[Frame], level_db: float) -> list[Frame]:
+    return [
+        dataclasses.replace(f, level_db=level_db)
+        if isinstance(f, TranscriptPartial | TranscriptFinal)
+        else f
+        for f in frames
+    ]
+
+
+async def test_words_far_quieter_than_the_users_voice_are_the_echos_residue() -> None:
+    # The user asked at -16 dBFS; Whisper made "Thank you, no." of the canceller's
+    # residue at -33 while the reply played: echo, and the reply goes on.
+    frames = _at_level(_question(1), -16.0) + _at_level(
+        _overlap(2, "Thank you", "Thank you, no."), -33.0
+    )
+    out, _ = await _run(frames)
+    assert _interrupts(out) == [1]
+    assert _verdicts(out) == ["echo"]
+    span = next(f for f in out if isinstance(f, SpanFrame))
+    assert span.attrs["level_db"] == -33.0 and span.attrs["quiet_below_db"] == -26.0
+    # The same words at the user's own level are the user's.
+    frames = _at_level(_question(1), -16.0) + _at_level(
+        _overlap(2, "Thank you", "Thank you, no."), -17.0
+    )
+    out, _ = await _run(frames)
+    assert _interrupts(out) == [1, 2] and _verdicts(out) == ["interrupt"]
+
+
 async def test_a_cough_with_no_words_is_a_backchannel() -> None:
     cough = [SpeechStart(turn_id=2, media_ns=5), SpeechEnd(turn_id=2, media_ns=6, accepted=False)]
     out, _ = await _run(_question(1) + cough)

@@ -51,6 +51,7 @@ import numpy as np
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.turns.endpoint import EndpointConfig, Endpointer, SpeechEnded, SpeechStarted
+from voicepipe.core.turns.level import speech_level_db
 from voicepipe.core.turns.partials import StablePrefix
 from voicepipe.core.turns.pauses import PauseLog
 from voicepipe.core.turns.semantic import Eagerness, EndOfTurnBoard, eagerness
@@ -120,6 +121,7 @@ class _Turn:
     partial_at: int = 0  # cutoff of the last partial launched
     last_partial: str = ""
     stable_at: int | None = None  # last speech sample when TranscriptStable went out
+    level_db: float | None = None  # of the newest decode's audio (core/turns/level.py)
     done: asyncio.Event = field(default_factory=asyncio.Event)  # final pushed (or dropped)
 
 
@@ -538,6 +540,7 @@ class AsrStage(Stage):
                 # see up to vad.end_silence_ms of it; the lockstep pass never did).
                 stop = min(cutoff, turn.last_speech_idx + self.tail_samples)
                 pcm = self.audio.get(turn.start_idx, max(stop, turn.start_idx + 1))
+                level_db = speech_level_db(pcm, SR)
                 cut_t_ns = self._last_t_ns
                 speech_end = self._media_ns(turn.last_speech_idx)
                 if kind in ("early", "stable"):
@@ -570,6 +573,7 @@ class AsrStage(Stage):
             self.stats["retries"] += hyp.retried
             if turn.best is None or cutoff >= turn.best[0]:
                 turn.best = (cutoff, hyp)
+                turn.level_db = level_db
             if kind == "final":
                 await self._finish(turn, hyp)
                 continue
@@ -586,7 +590,11 @@ class AsrStage(Stage):
             return False
         turn.last_partial = p.text
         self.stats["partials"] += 1
-        await self.push(TranscriptPartial(turn_id=turn.id, text=p.text, stable_prefix=p.stable))
+        await self.push(
+            TranscriptPartial(
+                turn_id=turn.id, text=p.text, stable_prefix=p.stable, level_db=turn.level_db
+            )
+        )
         return True
 
     async def _stable(self, turn: _Turn, heard: int, hyp: Hypothesis) -> None:
@@ -623,6 +631,7 @@ class AsrStage(Stage):
                     text=text,
                     speech_end_media_ns=ev.last_speech_media_ns,
                     speech_end_wall_ns=ev.last_speech_wall_ns,
+                    level_db=turn.level_db,
                 )
             )
         else:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from voicepipe.clock import now_ns
 from voicepipe.config import TurnsConfig
 from voicepipe.core.playout.speaker import Speaker
+from voicepipe.core.turns.level import UserLevel
 from voicepipe.core.turns.overlap import OverlapConfig, OverlapJudge, Verdict
 from voicepipe.core.turns.semantic import EndOfTurnBoard
 from voicepipe.frames import (
@@ -83,6 +84,10 @@ SLACK_NS = 5_000_000_000
 # The frames of one user turn, as the ASR sends them (held, then released or dropped).
 TURN_FRAMES = (SpeechEnd, TranscriptPartial, TranscriptStable, SpeechResumed, TranscriptFinal)
 Ask = Callable[[OverlapJudge, float], Verdict]
+
+
+def _db(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
 
 
 @dataclass
@@ -130,11 +135,14 @@ class BargeIn(Stage):
         self.echo_words_ns = cfg.echo_words_ms * 1_000_000
         self.enabled = True  # off: the endpoint decides (Realtime interrupt_response=false)
         self.judging = cfg.backchannel
-        self.overlap = OverlapConfig(max_wait_ms=cfg.overlap_max_wait_ms)
+        self.overlap = OverlapConfig(
+            max_wait_ms=cfg.overlap_max_wait_ms, quiet_gap_db=cfg.echo_quiet_gap_db
+        )
         self._replies: dict[int, _Reply] = {}  # replies in flight: turn → words so far
         self._ended: dict[int, int] = {}  # replies played to the end: turn → when (ns)
         self._held: _Held | None = None
         self._dropped: set[int] = set()  # turns judged backchannel or echo
+        self.user_level = UserLevel()  # the user's own voice, from the turns that were theirs
         self._lock = asyncio.Lock()  # the judge's timer and process() both settle turns
         self.verdicts: dict[str, int] = {v.value: 0 for v in Verdict if v is not Verdict.PENDING}
 
@@ -199,19 +207,22 @@ class BargeIn(Stage):
         if held is None or frame.turn_id != held.turn:
             if isinstance(frame, TranscriptFinal) and frame.text.strip():
                 self._expect_reply(frame.turn_id)
+                self.user_level.observe(frame.level_db)
             await self.push(frame)
             return
         held.frames.append(frame)
         self._no_estimate(frame)
         if isinstance(frame, TranscriptPartial):
-            await self._judge(held.turn, lambda j, t: j.on_partial(frame.text, t))
+            level = frame.level_db
+            await self._judge(held.turn, lambda j, t: j.on_partial(frame.text, t, level))
         elif isinstance(frame, SpeechEnd):
             if held.timer is not None:
                 held.timer.cancel()  # speech is over: the duration rule no longer applies
             if not frame.accepted:  # too short to transcribe: a click, a cough
                 await self._judge(held.turn, lambda j, t: j.on_end("", t))
         elif isinstance(frame, TranscriptFinal):
-            await self._judge(held.turn, lambda j, t: j.on_end(frame.text, t))
+            level = frame.level_db
+            await self._judge(held.turn, lambda j, t: j.on_end(frame.text, t, level))
 
     def _no_estimate(self, frame: Frame) -> None:
         """A pause's transcript kept from the LLM: its P(end) will not come."""
@@ -229,7 +240,8 @@ class BargeIn(Stage):
             await self.push(frame)
             return
         reference = "" if self.speaker else " ".join(r.text for r in self._replies.values())
-        held = _Held(frame.turn_id, OverlapJudge(self.overlap, reference), frame.t_ns, [frame])
+        judge = OverlapJudge(self.overlap, reference, self.user_level.typical())
+        held = _Held(frame.turn_id, judge, frame.t_ns, [frame])
         held.timer = asyncio.create_task(self._wait(held), name=f"turns:overlap:{held.turn}")
         self._held = held
         if self.pause:
@@ -276,7 +288,12 @@ class BargeIn(Stage):
                     name=SPAN,
                     start_ns=held.onset_ns,
                     end_ns=max(decided, held.onset_ns),
-                    attrs={"verdict": verdict.value, "text": held.judge.text},
+                    attrs={
+                        "verdict": verdict.value,
+                        "text": held.judge.text,
+                        "level_db": _db(held.judge.level_db),
+                        "quiet_below_db": _db(held.judge.quiet_below_db),
+                    },
                 )
             )
             if verdict is Verdict.INTERRUPT:
@@ -285,6 +302,7 @@ class BargeIn(Stage):
                     await self.push(f)
                     if isinstance(f, TranscriptFinal) and f.text.strip():
                         self._expect_reply(turn)
+                        self.user_level.observe(f.level_db)
             else:
                 self._dropped.add(turn)
                 if self.pause:

@@ -139,3 +139,38 @@ def test_is_backchannel_phrases() -> None:
         not is_backchannel(["mum"]) and not is_backchannel(["ham"]) and not is_backchannel(["moon"])
     )
     assert is_backchannel([])
+
+
+def test_a_turn_far_quieter_than_the_user_is_the_echos_residue_whatever_its_words() -> None:
+    # The residue Whisper made words of on the speakerphone test (-32 dBFS, the user -16).
+    j = OverlapJudge(CFG, REPLY, user_level_db=-16.0)
+    assert j.on_partial("Thank you.", 400, level_db=-32.0) is Verdict.PENDING
+    assert j.on_time(CFG.max_wait_ms + 100) is Verdict.PENDING  # no duration rule for echo
+    assert j.on_end("Thank you.", 2000, level_db=-33.0) is Verdict.ECHO
+
+
+def test_the_user_talking_over_at_their_own_level_still_interrupts() -> None:
+    j = OverlapJudge(CFG, REPLY, user_level_db=-16.0)
+    assert j.on_partial("Wait, stop.", 500, level_db=-16.0 - CFG.quiet_gap_db + 1) is (
+        Verdict.INTERRUPT
+    )
+
+
+def test_a_quiet_start_that_grows_loud_is_the_user() -> None:
+    j = OverlapJudge(CFG, REPLY, user_level_db=-16.0)
+    assert j.on_partial("No", 300, level_db=-35.0) is Verdict.PENDING
+    assert j.on_partial("No, I meant Spain", 700, level_db=-18.0) is Verdict.INTERRUPT
+
+
+def test_before_the_users_level_is_known_words_alone_decide() -> None:
+    j = OverlapJudge(CFG, REPLY)
+    assert j.on_partial("Wait, stop.", 500, level_db=-60.0) is Verdict.INTERRUPT
+    j = OverlapJudge(CFG, REPLY, user_level_db=-16.0)  # the ASR gave no level
+    assert j.on_end("Wait, stop.", 900) is Verdict.INTERRUPT
+
+
+def test_quiet_gap_zero_leaves_it_to_the_words() -> None:
+    j = OverlapJudge(OverlapConfig(quiet_gap_db=0), REPLY, user_level_db=-16.0)
+    assert j.on_end("Thank you, no.", 900, level_db=-40.0) is Verdict.INTERRUPT
+    with pytest.raises(ValueError, match="quiet_gap_db"):
+        OverlapConfig(quiet_gap_db=-1)

@@ -13,6 +13,8 @@ ASR's partial and final transcripts) and its duration, not by energy:
   words at all (a cough, laughter, a click too short to be a turn) → **backchannel** once
   the turn is over: the reply goes on and the turn never reaches the LLM;
 - words that are (nearly all) the assistant's reply → **echo**, settled the same way;
+- a turn far quieter than the user's usual voice (``quiet_gap_db``, core/turns/level.py)
+  → **echo** too, whatever its words: the residue the echo canceller left;
 - a turn still undecided after ``max_wait_ms`` of speech with no echo in it (someone who
   keeps talking means it, whatever Whisper made of it) → **interrupt**.
 
@@ -88,12 +90,19 @@ class OverlapConfig:
     # A transcript is echo when at most this share of its words are not the reply's
     # (Whisper mishears some of the echo; two foreign words always count as the user's).
     echo_foreign_share: float = 0.34
+    # A turn this much quieter than the user's usual speech level is the echo's residue,
+    # whatever words Whisper made of it (core/turns/level.py: the user at -16 dBFS, the
+    # residue at -32 to -38; a user who barges in this much softer is not heard until the
+    # reply stops). 0: words alone decide.
+    quiet_gap_db: float = 10.0
 
     def __post_init__(self) -> None:
         if self.max_wait_ms <= 0 or self.max_backchannel_words < 1:
             raise ValueError("max_wait_ms must be > 0 and max_backchannel_words >= 1")
         if not 0.0 <= self.echo_foreign_share < 1.0:
             raise ValueError("echo_foreign_share must be in [0, 1)")
+        if self.quiet_gap_db < 0:
+            raise ValueError("quiet_gap_db must be >= 0")
 
 
 def classify(words: list[str], reference: frozenset[str], cfg: OverlapConfig) -> Verdict:
@@ -118,9 +127,17 @@ class OverlapJudge:
     """One user turn that began while a reply was in flight; times are milliseconds since
     the turn's speech started. Once a verdict other than PENDING is returned it is final."""
 
-    def __init__(self, cfg: OverlapConfig, reference_text: str = "") -> None:
+    def __init__(
+        self, cfg: OverlapConfig, reference_text: str = "", user_level_db: float | None = None
+    ) -> None:
         self.cfg = cfg
         self.reference = frozenset(words_of(reference_text))
+        # Below this level (dBFS, core/turns/level.py) the turn is the echo's residue;
+        # None: the user's level is not known yet, words alone decide.
+        self.quiet_below_db: float | None = None
+        if user_level_db is not None and cfg.quiet_gap_db > 0:
+            self.quiet_below_db = user_level_db - cfg.quiet_gap_db
+        self.level_db: float | None = None  # the turn's, as of its latest transcript
         self.verdict = Verdict.PENDING
         self._lean = Verdict.PENDING  # what the latest words say, were the turn to end now
         self.text = ""
@@ -139,11 +156,20 @@ class OverlapJudge:
         """The reply's words the user may be hearing back now (played moments ago)."""
         self.reference = frozenset(words_of(" ".join(words)))
 
-    def on_partial(self, text: str, at_ms: float) -> Verdict:
+    def _classify(self, words: list[str], level_db: float | None) -> Verdict:
+        if level_db is not None:
+            self.level_db = level_db
+        below, level = self.quiet_below_db, self.level_db
+        if below is not None and level is not None and level < below:
+            return Verdict.ECHO  # the room's residue of the reply, not the user
+        return classify(words, self.reference, self.cfg)
+
+    def on_partial(self, text: str, at_ms: float, level_db: float | None = None) -> Verdict:
+        """``level_db``: the turn's speech level so far (``speech_level_db``), if known."""
         if self.verdict is not Verdict.PENDING:
             return self.verdict
         self.text = text
-        self._lean = classify(words_of(text), self.reference, self.cfg)
+        self._lean = self._classify(words_of(text), level_db)
         if self._lean is Verdict.INTERRUPT:
             return self._settle(Verdict.INTERRUPT, at_ms)
         return self.on_time(at_ms)
@@ -155,7 +181,7 @@ class OverlapJudge:
                 return self._settle(Verdict.INTERRUPT, at_ms)
         return self.verdict
 
-    def on_end(self, text: str, at_ms: float) -> Verdict:
+    def on_end(self, text: str, at_ms: float, level_db: float | None = None) -> Verdict:
         """The turn is over: ``text`` is its final transcript ("" when the ASR heard no
         words, or the turn was too short to transcribe)."""
         if self.verdict is not Verdict.PENDING:
@@ -163,5 +189,5 @@ class OverlapJudge:
         if text:
             self.text = text
         words = words_of(text)
-        lean = classify(words, self.reference, self.cfg) if words else Verdict.BACKCHANNEL
+        lean = self._classify(words, level_db) if words else Verdict.BACKCHANNEL
         return self._settle(lean, at_ms)
