@@ -21,6 +21,7 @@
 #include <immintrin.h>
 #include "../torch_binding.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -849,6 +850,44 @@ torch::Tensor gemm(torch::Tensor x, std::vector<torch::Tensor> matrix,
   return y;
 }
 
+// This host's memory read rate through the passes' own team of threads: a plain streaming
+// read, the yardstick `bench llm --profile` puts beside each matrix's GB/s (a memory-bound
+// pass can beat it only by a little: the matrices' own prefetching gets 12.5 GB/s on one
+// thread where this gets 11.5-11.9). Each member streams its even share of buf in
+// 128-byte steps, xor-folding the loads so that only the loads bound the loop (prefetching
+// 4 KB ahead, as the matrices do, made this loop slower: 10.0-10.8 GB/s on one thread).
+// Returns the fastest pass's seconds.
+double read_seconds(torch::Tensor buf, int64_t threads, int64_t passes) {
+  TORCH_CHECK(buf.scalar_type() == torch::kByte && buf.is_contiguous() && buf.numel() > 0 &&
+                  buf.numel() % 128 == 0 && (uintptr_t)buf.data_ptr() % 32 == 0,
+              "buf must be a contiguous, 32-byte aligned uint8 tensor of whole 128-byte steps");
+  TORCH_CHECK(threads >= 1 && passes >= 1, "threads and passes must be >= 1");
+  const uint8_t* base = buf.data_ptr<uint8_t>();
+  const int64_t steps = buf.numel() / 128;
+  std::atomic<uint64_t> sink{0};  // (an atomic side effect: the loads are not dead code)
+  double best = INFINITY;
+  for (int64_t i = 0; i < passes; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    team::Pool::get().run((int)threads, [&](team::Ctx& c) {
+      int64_t b, e;
+      c.split(steps, b, e);
+      __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t j = b; j < e; ++j) {
+        const __m256i* q = (const __m256i*)(base + j * 128);
+        a0 = _mm256_xor_si256(a0, _mm256_load_si256(q));
+        a1 = _mm256_xor_si256(a1, _mm256_load_si256(q + 1));
+        a2 = _mm256_xor_si256(a2, _mm256_load_si256(q + 2));
+        a3 = _mm256_xor_si256(a3, _mm256_load_si256(q + 3));
+      }
+      const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+      sink.fetch_xor((uint64_t)_mm256_extract_epi64(a, 0), std::memory_order_relaxed);
+    });
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    best = std::min(best, dt.count());
+  }
+  return best;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // The instruction set the kernel was built for ("avx512": AVX-512 VNNI; "avx2").
   m.attr("isa") = simd::kAvx512 ? "avx512" : "avx2";
@@ -856,6 +895,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "the fused step's y = x @ Wᵀ, W given as [w, scale] (int8) or [nibbles, d, m] (q4); "
         "best: each row's argmax",
         pybind11::arg("x"), pybind11::arg("matrix"), pybind11::arg("best") = std::nullopt);
+  m.def("read_seconds", &read_seconds,
+        "the fastest of passes reads of buf (aligned uint8) by threads team members, s",
+        pybind11::arg("buf"), pybind11::arg("threads"), pybind11::arg("passes"),
+        pybind11::call_guard<pybind11::gil_scoped_release>());
   pybind11::class_<Model>(m, "Model")
       .def(pybind11::init<int64_t, int64_t, int64_t, double, torch::Tensor, torch::Tensor,
                           torch::Tensor, torch::Tensor, std::vector<std::vector<torch::Tensor>>,

@@ -8,7 +8,11 @@ barriers' waits. This runs verifying passes of each row count at each thread
 count, interleaved (a shared machine's load hits all alike), and reports each
 phase's least time over the passes (per member: this filters out the time
 slices other processes take on a shared machine) beside the fastest and the
-median pass, with bytes read and the achieved GB/s per matrix and for attention.
+median pass, with bytes read and the achieved GB/s per matrix and for attention; and
+beside them the host's own memory read rate at each thread count (``read_gb_s``: the
+kernel's team streaming 1 GiB, nothing else) and the time a pass's weight bytes take at
+that rate (``floor_ms``): how far a pass is from what the memory gives (the matrices'
+prefetching reads a little faster than the plain read: a pass may come in a few % under).
 """
 
 from __future__ import annotations
@@ -18,6 +22,18 @@ import statistics
 import torch
 
 MATRICES = ("qkv", "o", "w13", "w2", "head")
+
+
+def read_gb_s(threads: int, mib: int = 1024, passes: int = 7) -> float:
+    """This host's memory read rate, GB/s: the fastest of ``passes`` reads of ``mib`` MiB
+    (far past the caches) by ``threads`` members of the fused kernel's team."""
+    from voicepipe.nn import kernels
+
+    mod = kernels.llama_step()
+    if mod is None:
+        raise ValueError("the read rate needs the fused kernel (kernels/llama_step)")
+    buf = torch.ones(mib << 20, dtype=torch.uint8)  # (touched: every page is mapped)
+    return buf.numel() / mod.read_seconds(buf, threads, passes) / 1e9
 
 
 def pass_profile(m, ids: list[int], rows=(1, 8), threads=(1, 2), passes: int = 12) -> list[dict]:
@@ -59,6 +75,7 @@ def pass_profile(m, ids: list[int], rows=(1, 8), threads=(1, 2), passes: int = 1
             if prev is None or len(tbl["members"]) >= len(prev["members"]):
                 best[(th, t)] = tbl
     m.fused.profile(False)
+    rates = {th: read_gb_s(th) for th in threads}
     a = m.args
     out = []
     for th, t in configs:
@@ -87,6 +104,9 @@ def pass_profile(m, ids: list[int], rows=(1, 8), threads=(1, 2), passes: int = 1
                 # A pass with no phase disturbed: the sum of member 0's phase minima.
                 "phases_min_sum_ms": round(sum(members[0].values()), 2),
                 "wall_ms_median": round(statistics.median(walls[(th, t)]), 2),
+                "read_gb_s": round(rates[th], 1),
+                # The pass's weight bytes at that rate: the memory's share of a pass.
+                "floor_ms": round(sum(tbl["weight_bytes"].values()) / (rates[th] * 1e6), 2),
                 "phases": phases,
             }
         )
@@ -114,5 +134,10 @@ def markdown(rows: list[dict]) -> str:
     lines.append("| pass (fastest) | " + " | ".join(f"{r['wall_ms']:.2f}" for r in rows) + " |")
     lines.append(
         "| pass (median) | " + " | ".join(f"{r['wall_ms_median']:.2f}" for r in rows) + " |"
+    )
+    lines.append(
+        "| the weights at the host's read rate | "
+        + " | ".join(f"{r['floor_ms']:.2f} ({r['read_gb_s']} GB/s)" for r in rows)
+        + " |"
     )
     return "\n".join(lines)

@@ -403,3 +403,17 @@ def test_the_pass_profile_adds_up_and_changes_no_bit(mod, path) -> None:
     # Off again: later passes add nothing.
     m.fused.forward(toks, m.new_cache().kv, 0, False)
     assert m.fused.profile_table()["passes"] == 0
+
+
+def test_the_read_rate_probe_reads_and_refuses_what_it_cannot(mod) -> None:
+    buf = torch.ones(8 << 20, dtype=torch.uint8)
+    for threads in (1, 2):
+        s = mod.read_seconds(buf, threads, 2)
+        assert 0 < s < 10  # 8 MiB: a positive, finite time (no rate is asserted)
+    with pytest.raises(RuntimeError, match="128-byte"):
+        mod.read_seconds(buf[: 8 * 128 + 1], 1, 1)
+    with pytest.raises(RuntimeError, match="threads and passes"):
+        mod.read_seconds(buf, 0, 1)
+    from voicepipe.bench.llm_profile import read_gb_s
+
+    assert read_gb_s(1, mib=8, passes=2) > 0
