@@ -28,7 +28,8 @@ The echo reference is the reply's words the loudspeaker played from
 core/playout/speaker.py, fed by the output stage and the client's playback reports);
 without a ``Speaker`` it is the whole text of the replies in flight (``ReplyWords``).
 
-Each decision is a ``turns.overlap`` span (onset → decision; attrs: verdict, text).
+Each decision is a ``turns.overlap`` span (onset → decision; attrs: verdict, text, and the
+turn's level_db and the quiet_below_db it was held to, where known).
 ``[turns] backchannel = false`` restores barge-in on speech onset alone.
 
 ``EndOfTurnBoard`` (core/turns/semantic.py) is the other thing of turn-taking a pipeline
@@ -41,6 +42,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from voicepipe.clock import now_ns
 from voicepipe.config import TurnsConfig
@@ -84,10 +86,6 @@ SLACK_NS = 5_000_000_000
 # The frames of one user turn, as the ASR sends them (held, then released or dropped).
 TURN_FRAMES = (SpeechEnd, TranscriptPartial, TranscriptStable, SpeechResumed, TranscriptFinal)
 Ask = Callable[[OverlapJudge, float], Verdict]
-
-
-def _db(x: float | None) -> float | None:
-    return None if x is None else round(x, 1)
 
 
 @dataclass
@@ -282,18 +280,21 @@ class BargeIn(Stage):
                 held.timer.cancel()
             self.verdicts[verdict.value] += 1
             decided = now_ns()
+            attrs: dict[str, Any] = {"verdict": verdict.value, "text": held.judge.text}
+            # (only the levels known: a trace attribute has no "none")
+            for key, db in (
+                ("level_db", held.judge.level_db),
+                ("quiet_below_db", held.judge.quiet_below_db),
+            ):
+                if db is not None:
+                    attrs[key] = round(db, 1)
             await self.push(
                 SpanFrame(
                     turn_id=turn,
                     name=SPAN,
                     start_ns=held.onset_ns,
                     end_ns=max(decided, held.onset_ns),
-                    attrs={
-                        "verdict": verdict.value,
-                        "text": held.judge.text,
-                        "level_db": _db(held.judge.level_db),
-                        "quiet_below_db": _db(held.judge.quiet_below_db),
-                    },
+                    attrs=attrs,
                 )
             )
             if verdict is Verdict.INTERRUPT:
