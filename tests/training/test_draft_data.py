@@ -96,13 +96,19 @@ def test_features_from_the_shard_are_what_gen_records(engine, tmp_path) -> None:
     src = tmp_path / "shard"
     s = shard.Shard.open(src, shard.Manifest("smollm2-135m", "int4", prefix, 12, sorted(stop)))
     s.append(got, len(prefix))
-    assert export(src, tmp_path / "gen", max_len=512) == 1
+    assert export(src, tmp_path / "gen", max_len=512, prompt_ctx=0) == 1
     assert export(src, tmp_path / "gen", max_len=512) == 0  # converted parts are skipped
+    assert export(src, tmp_path / "cut", max_len=512, prompt_ctx=4) == 1
     samples = torch.load(tmp_path / "gen" / "gen_0000.pt", weights_only=True)
-    for r, smp in zip(got, samples, strict=True):
+    cut = torch.load(tmp_path / "cut" / "gen_0000.pt", weights_only=True)
+    for r, smp, c in zip(got, samples, cut, strict=True):
         ref = generate_one(engine.model, r.prompt, 12, stop)
         assert torch.equal(smp["tokens"], ref["tokens"]) and smp["prompt_len"] == len(r.prompt)
         p = len(r.prompt) - 1
         assert torch.equal(smp["feats"][:p], ref["feats"][:p])
         cos = torch.cosine_similarity(smp["feats"][p:].float(), ref["feats"][p:].float(), dim=-1)
         assert smp["feats"].shape == ref["feats"].shape and bool((cos > 0.99).all()), cos
+        # --prompt-ctx 4: the same sample less all but the prompt's last 4 tokens
+        lo = len(r.prompt) - 4
+        assert c["prompt_len"] == 4 and torch.equal(c["tokens"], smp["tokens"][lo:])
+        assert torch.equal(c["feats"], smp["feats"][lo:])

@@ -177,7 +177,7 @@ def test_more_data_joins_the_recent_pool_without_the_held_out_prompts(shards, tm
 
 
 def test_trim_keeps_the_reply_and_the_last_prompt_tokens() -> None:
-    from voicepipe.training.draft_fit import _trim
+    from voicepipe.training.draft_features import trim as _trim
 
     s = {"tokens": torch.arange(10), "feats": torch.arange(9)[:, None].float(), "prompt_len": 6}
     t = _trim(s, 2)

@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     if args.features:  # the trainer's input from the shard: no generation
         from voicepipe.training.draft_features import export
 
-        n = export(out, Path(args.features), args.max_len)
+        n = export(out, Path(args.features), args.max_len, args.prompt_ctx)
         print(f"{n} gen files written to {args.features}", flush=True)
         return 0
     eng = _engine(cfg, model, args.max_len)
@@ -267,11 +267,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "as train draft's gen files (gen_NNNN.pt, one per shard part; for --stage fit "
         "--data DIR); parts already converted are skipped",
     )
+    p.add_argument(
+        "--prompt-ctx",
+        type=int,
+        default=64,
+        help="with --features: keep each reply's last N prompt tokens and their features "
+        "(default 64; 0: the whole prompt, ~105 MB a part with the served system prompt; "
+        "train draft reads 12)",
+    )
     p.set_defaults(func=_handler)
 
 
 def _handler(args: argparse.Namespace) -> int:
     if args.rows < 1 or args.flush < 1 or args.max_new < 1:
         print("--rows, --flush and --max-new must be at least 1", file=sys.stderr)
+        return 2
+    if args.prompt_ctx < 0:
+        print("--prompt-ctx must be 0 (the whole prompt) or more", file=sys.stderr)
         return 2
     return run(args)

@@ -9,6 +9,12 @@ one multi-row pass, as a verify pass computes them at inference, where generate_
 one row per pass: on this kernel build they differ by rounding (cosine > 0.99).
 One gen file per shard part (parts never change once written), so a later run
 converts only the parts that are new.
+
+Each sample keeps the features of its last ``prompt_ctx`` prompt tokens only (``trim``;
+default 64, 0: all): the served system prompt is ~300 of a sample's ~360 rows, the same
+in every sample and never a loss position, and fit reads 12 (``--prompt-ctx``). Whole,
+a 64-reply part took 105 MB (1,536 fp16 values a row): the 20k replies the draft
+wants would not fit this host's free disk.
 """
 
 from __future__ import annotations
@@ -34,9 +40,30 @@ def sample(ft: Any, r: shard.Reply) -> dict[str, Any]:
     }
 
 
-def export(src: Path, out: Path, max_len: int = 1024) -> int:
-    """Write ``out/gen_NNNN.pt`` for every part of the shard at ``src`` that has none;
-    returns how many were written."""
+def trim(s: dict[str, Any], ctx: int) -> dict[str, Any]:
+    """s without the prompt tokens (and features) before its last ctx (0: s whole).
+
+    Why: with a long system prompt most of a sample is prompt, identical across
+    samples and never a loss position; the draft's attention reads positions
+    through RoPE, relative, so a sample cut this way is the same sample with
+    less context. (The 1.5B's draft trained with ctx = 12: rows of ~50 tokens
+    instead of ~150.)
+    """
+    lo = max(0, s["prompt_len"] - ctx) if ctx > 0 else 0
+    if lo == 0:
+        return s
+    return {
+        **s,
+        "tokens": s["tokens"][lo:],
+        "feats": s["feats"][lo:],
+        "prompt_len": s["prompt_len"] - lo,
+    }
+
+
+def export(src: Path, out: Path, max_len: int = 1024, prompt_ctx: int = 64) -> int:
+    """Write ``out/gen_NNNN.pt`` for every part of the shard at ``src`` that has none,
+    each sample ``trim``-med to ``prompt_ctx`` prompt tokens; returns how many were
+    written."""
     import torch
 
     from voicepipe.nn.llm.draft_spec import FeatureTarget
@@ -52,7 +79,9 @@ def export(src: Path, out: Path, max_len: int = 1024) -> int:
         path = out / f"gen_{int(part.stem.split('_')[1]):04d}.pt"
         if path.exists():
             continue
-        samples = [sample(ft, r) for r in shard.Shard.replies_of(part, sh.meta.prefix)]
+        samples = [
+            trim(sample(ft, r), prompt_ctx) for r in shard.Shard.replies_of(part, sh.meta.prefix)
+        ]
         tmp = path.with_suffix(".tmp")
         torch.save(samples, tmp)
         tmp.rename(path)  # never half a file under the final name

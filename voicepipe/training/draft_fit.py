@@ -51,6 +51,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from voicepipe.training.draft_features import trim
+
 
 def _shards(data: Path) -> list[Path]:
     return sorted(data.glob("gen_*.pt"))
@@ -64,28 +66,8 @@ def _load_samples(paths: list[Path], ctx: int = 0) -> list[dict]:
     """The shards' samples; ctx > 0 keeps only the last ctx prompt tokens of each."""
     out: list[dict] = []
     for p in paths:
-        out += [_trim(x, ctx) for x in torch.load(p, map_location="cpu", weights_only=True)]
+        out += [trim(x, ctx) for x in torch.load(p, map_location="cpu", weights_only=True)]
     return out
-
-
-def _trim(s: dict, ctx: int) -> dict:
-    """s without the prompt tokens (and features) before its last ctx.
-
-    Why: with a long system prompt most of a sample is prompt, identical across
-    samples and never a loss position; the draft's attention reads positions
-    through RoPE, relative, so a sample cut this way is the same sample with
-    less context. (The 1.5B's draft trained with ctx = 12: rows of ~50 tokens
-    instead of ~150.)
-    """
-    lo = max(0, s["prompt_len"] - ctx) if ctx > 0 else 0
-    if lo == 0:
-        return s
-    return {
-        **s,
-        "tokens": s["tokens"][lo:],
-        "feats": s["feats"][lo:],
-        "prompt_len": s["prompt_len"] - lo,
-    }
 
 
 def _load_more(paths: list[Path], held_prompts: set[int], ctx: int = 0) -> list[dict]:
