@@ -112,3 +112,5 @@ def test_features_from_the_shard_are_what_gen_records(engine, tmp_path) -> None:
         lo = len(r.prompt) - 4
         assert c["prompt_len"] == 4 and torch.equal(c["tokens"], smp["tokens"][lo:])
         assert torch.equal(c["feats"], smp["feats"][lo:])
+        # (saved as copies: a trimmed sample's file holds its own rows, not the whole)
+        assert c["feats"].untyped_storage().nbytes() == c["feats"].nbytes

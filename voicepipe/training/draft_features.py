@@ -52,10 +52,11 @@ def trim(s: dict[str, Any], ctx: int) -> dict[str, Any]:
     lo = max(0, s["prompt_len"] - ctx) if ctx > 0 else 0
     if lo == 0:
         return s
+    # (copies, not views: a view keeps, and torch.save writes, the whole storage)
     return {
         **s,
-        "tokens": s["tokens"][lo:],
-        "feats": s["feats"][lo:],
+        "tokens": s["tokens"][lo:].clone(),
+        "feats": s["feats"][lo:].clone(),
         "prompt_len": s["prompt_len"] - lo,
     }
 
