@@ -114,3 +114,47 @@ def test_features_from_the_shard_are_what_gen_records(engine, tmp_path) -> None:
         assert torch.equal(c["feats"], smp["feats"][lo:])
         # (saved as copies: a trimmed sample's file holds its own rows, not the whole)
         assert c["feats"].untyped_storage().nbytes() == c["feats"].nbytes
+
+
+def test_features_kept_while_generating_are_the_exported_ones(engine, tmp_path) -> None:
+    """--with-features: the rows' FeatureTargets record each reply's features as the
+    generating passes compute them; they are the export's (the same prompt prefill, as
+    one row of a batched pass: bit for bit; the reply's rows one per pass there, all at
+    once in the export: within rounding), with the same replies as without."""
+    import torch
+
+    from voicepipe.config import Config
+    from voicepipe.training import draft_features
+    from voicepipe.training.draft_data import batched_replies, served_prompts
+
+    prefix, render = served_prompts(Config(), engine)
+    engine.share_prefix(prefix)
+    stop = set(engine.tokenizer.stop_ids)
+    qs = ["What is fog?", "Name a blue fruit.", "How do bees make honey?"]
+    jobs = [shard.Reply.ask(q, render(q)) for q in qs]
+    kept: dict[str, dict] = {}
+    got = list(
+        batched_replies(
+            engine,
+            jobs,
+            2,
+            12,
+            stop,
+            lambda r, f: kept.update({r.pid: draft_features.of_feats(f, r)}),
+        )
+    )
+    plain = {r.pid: r.reply for r in batched_replies(engine, jobs, 2, 12, stop)}
+    assert {r.pid: r.reply for r in got} == plain  # recording changes no reply
+    src = tmp_path / "shard"
+    s = shard.Shard.open(src, shard.Manifest("smollm2-135m", "int4", prefix, 12, sorted(stop)))
+    s.append(got, len(prefix))
+    assert draft_features.export(src, tmp_path / "gen", max_len=512, prompt_ctx=0) == 1
+    exported = torch.load(tmp_path / "gen" / "gen_0000.pt", weights_only=True)
+    for r, e in zip(got, exported, strict=True):
+        k = kept[r.pid]
+        assert torch.equal(k["tokens"], e["tokens"]) and k["prompt_len"] == e["prompt_len"]
+        assert k["feats"].shape == e["feats"].shape
+        p = len(r.prompt) - 1
+        assert torch.equal(k["feats"][:p], e["feats"][:p])
+        cos = torch.cosine_similarity(k["feats"].float(), e["feats"].float(), dim=-1)
+        assert bool((cos > 0.99).all()), cos

@@ -15,8 +15,9 @@ row copies the system prompt's keys and values from the prefix cache.
 
 The shard (``draft_shard``) holds token ids only, small enough to commit; ``--features``
 recomputes the target's features along it as ``train draft --stage fit`` reads them
-(``draft_features``). A killed job resumes where it stopped: prompts whose
-id is in the shard are skipped.
+(``draft_features``), and ``--with-features`` keeps the ones the generating passes
+compute anyway (each row a FeatureTarget), part by part beside the shard's. A killed job
+resumes where it stopped: prompts whose id is in the shard are skipped.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicepipe.training import draft_features
 from voicepipe.training import draft_shard as shard
 
 
@@ -62,12 +64,42 @@ def served_prompts(cfg: Any, engine: Any) -> tuple[list[int], Callable[[str], li
     return prefix, render
 
 
+Record = Callable[[shard.Reply, Any], None]
+
+
+def _row_targets(engine: Any, rows: int, features: bool) -> list[Any]:
+    """A session's target per row; with ``features``, FeatureTargets over the same model,
+    prefix store and thread settings: the pass writes each fed position's feature too."""
+    targets = [engine.fork().target for _ in range(rows)]
+    if not features:
+        return targets
+    from voicepipe.nn.llm.draft_spec import FeatureTarget
+
+    out = []
+    for t in targets:
+        ft = FeatureTarget(engine.model, t.max_len)
+        ft.prefixes, ft.prefill_threads, ft.decode_threads = (
+            t.prefixes, t.prefill_threads, t.decode_threads,
+        )  # fmt: skip
+        out.append(ft)
+    return out
+
+
 def batched_replies(
-    engine: Any, jobs: Iterable[shard.Reply], rows: int, max_new: int, stop: set[int]
+    engine: Any,
+    jobs: Iterable[shard.Reply],
+    rows: int,
+    max_new: int,
+    stop: set[int],
+    record: Record | None = None,
 ) -> Iterator[shard.Reply]:
     """Greedy replies to ``jobs`` (``prompt``: the whole prompt's ids), ``rows`` at a
     time in one model pass per token, a finished row refilled at once. Yields each job
-    with ``reply`` and ``ended`` set, in the order they finish."""
+    with ``reply`` and ``ended`` set, in the order they finish.
+
+    ``record``: called with each finished reply and its row's features (position i's
+    feature at row i, prompt and reply, as the passes computed them) before it is
+    yielded: the draft's training input at no extra pass (``--with-features``)."""
     import numpy as np
 
     from voicepipe.nn.llm.batched import Pass, score_batch
@@ -78,7 +110,7 @@ def batched_replies(
         raise ValueError("rows must be at least 1")
     rule, rng = Greedy(), np.random.default_rng(0)  # (greedy draws nothing)
     todo = iter(jobs)
-    targets = [engine.fork().target for _ in range(rows)]
+    targets = _row_targets(engine, rows, record is not None)
     live: list[_Row | None] = [None] * rows
     exhausted = False
     while True:
@@ -108,7 +140,10 @@ def batched_replies(
             row.reply.append(tok)
             if tok in stop or len(row.reply) >= max_new:
                 live[row.slot] = None
-                yield row.job.done(row.reply, tok in stop)
+                done = row.job.done(row.reply, tok in stop)
+                if record is not None:
+                    record(done, row.target.feats)
+                yield done
 
 
 def single_replies(
@@ -166,9 +201,7 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or cfg.llm.model
     out = Path(args.out) if args.out else shard.default_dir(model)
     if args.features:  # the trainer's input from the shard: no generation
-        from voicepipe.training.draft_features import export
-
-        n = export(out, Path(args.features), args.max_len, args.prompt_ctx)
+        n = draft_features.export(out, Path(args.features), args.max_len, args.prompt_ctx)
         print(f"{n} gen files written to {args.features}", flush=True)
         return 0
     eng = _engine(cfg, model, args.max_len)
@@ -186,15 +219,27 @@ def run(args: argparse.Namespace) -> int:
     print(f"{out}: {len(done)} replies in the shard, {len(todo)} prompts to go", flush=True)
     buf: list[shard.Reply] = []
     jobs = (shard.Reply.ask(q, render(q)) for q in todo)
-    for r in batched_replies(eng, jobs, args.rows, args.max_new, stop):
+    feats_dir = Path(args.with_features) if args.with_features else None
+    samples: dict[str, dict[str, Any]] = {}  # the buffered replies' (--with-features)
+
+    def record(r: shard.Reply, feats: Any) -> None:
+        samples[r.pid] = draft_features.trim(draft_features.of_feats(feats, r), args.prompt_ctx)
+
+    def flush() -> None:
+        part = store.append(buf, len(prefix))
+        if feats_dir is not None:
+            draft_features.save(feats_dir, part, [samples.pop(r.pid) for r in buf])
+
+    rec = record if feats_dir is not None else None
+    for r in batched_replies(eng, jobs, args.rows, args.max_new, stop, rec):
         buf.append(r)
         prog.add(r)
         if len(buf) >= args.flush:
-            store.append(buf, len(prefix))
+            flush()
             buf = []
             print(prog.line(), flush=True)
     if buf:
-        store.append(buf, len(prefix))
+        flush()
     print(prog.line(), flush=True)
     return 0
 
@@ -268,12 +313,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--data DIR); parts already converted are skipped",
     )
     p.add_argument(
+        "--with-features",
+        default="",
+        metavar="DIR",
+        help="while generating, also write each new part's target features into DIR as "
+        "--features would (the passes compute them anyway: no extra pass, ~100 s a part "
+        "saved); parts made before still need --features",
+    )
+    p.add_argument(
         "--prompt-ctx",
         type=int,
         default=64,
-        help="with --features: keep each reply's last N prompt tokens and their features "
-        "(default 64; 0: the whole prompt, ~105 MB a part with the served system prompt; "
-        "train draft reads 12)",
+        help="with --features or --with-features: keep each reply's last N prompt tokens "
+        "and their features (default 64; 0: the whole prompt, ~105 MB a part with the "
+        "served system prompt; train draft reads 12)",
     )
     p.set_defaults(func=_handler)
 

@@ -25,19 +25,26 @@ from typing import Any
 from voicepipe.training import draft_shard as shard
 
 
-def sample(ft: Any, r: shard.Reply) -> dict[str, Any]:
-    """``draft_gen``'s sample for one reply: tokens, prompt length, feats[i] the feature
-    whose logits score tokens[i+1], and a prompt index from the prompt id."""
+def of_feats(feats: Any, r: shard.Reply) -> dict[str, Any]:
+    """``draft_gen``'s sample for one reply whose positions' features are ``feats`` rows
+    0 … n-2 (n: prompt and reply tokens): tokens, prompt length, feats[i] the feature whose
+    logits score tokens[i+1], and a prompt index from the prompt id."""
     import torch
 
     toks = r.prompt + r.reply
-    ft.prefill(toks[:-1])  # rows 0 … n-2: the prompt's common prefix with the last is kept
     return {
         "tokens": torch.tensor(toks, dtype=torch.int32),
         "prompt_len": len(r.prompt),
-        "feats": ft.feats[: len(toks) - 1].to(torch.float16).clone(),
+        "feats": feats[: len(toks) - 1].to(torch.float16).clone(),
         "prompt_index": int(r.pid[:15], 16),  # (fit holds out by it: unique per prompt)
     }
+
+
+def sample(ft: Any, r: shard.Reply) -> dict[str, Any]:
+    """``of_feats`` after one prefill of the reply on ``ft`` (a FeatureTarget)."""
+    toks = r.prompt + r.reply
+    ft.prefill(toks[:-1])  # rows 0 … n-2: the prompt's common prefix with the last is kept
+    return of_feats(ft.feats, r)
 
 
 def trim(s: dict[str, Any], ctx: int) -> dict[str, Any]:
@@ -65,8 +72,6 @@ def export(src: Path, out: Path, max_len: int = 1024, prompt_ctx: int = 64) -> i
     """Write ``out/gen_NNNN.pt`` for every part of the shard at ``src`` that has none,
     each sample ``trim``-med to ``prompt_ctx`` prompt tokens; returns how many were
     written."""
-    import torch
-
     from voicepipe.nn.llm.draft_spec import FeatureTarget
     from voicepipe.nn.llm.engine import gguf_path, shared_model
 
@@ -74,18 +79,29 @@ def export(src: Path, out: Path, max_len: int = 1024, prompt_ctx: int = 64) -> i
     m, _ = shared_model(gguf_path(sh.meta.model), sh.meta.weights, max_len)
     ft = FeatureTarget(m, max_len)
     ft.prefixes = None  # the previous reply's prompt is the prefix store here
-    out.mkdir(parents=True, exist_ok=True)
     done = 0
     for part in sh.parts():
-        path = out / f"gen_{int(part.stem.split('_')[1]):04d}.pt"
-        if path.exists():
+        if gen_path(out, part).exists():
             continue
-        samples = [
-            trim(sample(ft, r), prompt_ctx) for r in shard.Shard.replies_of(part, sh.meta.prefix)
-        ]
-        tmp = path.with_suffix(".tmp")
-        torch.save(samples, tmp)
-        tmp.rename(path)  # never half a file under the final name
+        replies = list(shard.Shard.replies_of(part, sh.meta.prefix))
+        save(out, part, [trim(sample(ft, r), prompt_ctx) for r in replies])
         done += 1
-        print(f"{path.name}: {len(samples)} replies", flush=True)
+        print(f"{gen_path(out, part).name}: {len(replies)} replies", flush=True)
     return done
+
+
+def gen_path(out: Path, part: Path) -> Path:
+    """The gen file of shard part ``part`` (part_NNNNN.npz → gen_NNNN.pt) in ``out``."""
+    return out / f"gen_{int(part.stem.split('_')[1]):04d}.pt"
+
+
+def save(out: Path, part: Path, samples: list[dict[str, Any]]) -> Path:
+    """``samples`` as the gen file of shard part ``part``, written whole or not at all."""
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = gen_path(out, part)
+    tmp = path.with_suffix(".tmp")
+    torch.save(samples, tmp)
+    tmp.rename(path)  # never half a file under the final name
+    return path
