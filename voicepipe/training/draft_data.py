@@ -69,17 +69,18 @@ Record = Callable[[shard.Reply, Any], None]
 
 def _row_targets(engine: Any, rows: int, features: bool) -> list[Any]:
     """A session's target per row; with ``features``, FeatureTargets over the same model,
-    prefix store and thread settings: the pass writes each fed position's feature too."""
-    targets = [engine.fork().target for _ in range(rows)]
+    prefix store and thread settings as the engine's: the pass writes each fed position's
+    feature too."""
     if not features:
-        return targets
+        return [engine.fork().target for _ in range(rows)]
     from voicepipe.nn.llm.draft_spec import FeatureTarget
 
+    base = engine.target
     out = []
-    for t in targets:
-        ft = FeatureTarget(engine.model, t.max_len)
+    for _ in range(rows):
+        ft = FeatureTarget(engine.model, base.max_len)
         ft.prefixes, ft.prefill_threads, ft.decode_threads = (
-            t.prefixes, t.prefill_threads, t.decode_threads,
+            base.prefixes, base.prefill_threads, base.decode_threads,
         )  # fmt: skip
         out.append(ft)
     return out
