@@ -202,7 +202,9 @@ def run(args: argparse.Namespace) -> int:
     model = args.model or cfg.llm.model
     out = Path(args.out) if args.out else shard.default_dir(model)
     if args.features:  # the trainer's input from the shard: no generation
-        n = draft_features.export(out, Path(args.features), args.max_len, args.prompt_ctx)
+        n = draft_features.export(
+            out, Path(args.features), args.max_len, args.prompt_ctx, args.threads
+        )
         print(f"{n} gen files written to {args.features}", flush=True)
         return 0
     eng = _engine(cfg, model, args.max_len)
@@ -314,6 +316,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--data DIR); parts already converted are skipped",
     )
     p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="with --features: fused-kernel threads of each reply's pass (default 1, "
+        "leaving a core to a generator beside it; 2 on an otherwise idle host)",
+    )
+    p.add_argument(
         "--with-features",
         default="",
         metavar="DIR",
@@ -333,8 +342,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    if args.rows < 1 or args.flush < 1 or args.max_new < 1:
-        print("--rows, --flush and --max-new must be at least 1", file=sys.stderr)
+    if args.rows < 1 or args.flush < 1 or args.max_new < 1 or args.threads < 1:
+        print("--rows, --flush, --max-new and --threads must be at least 1", file=sys.stderr)
         return 2
     if args.prompt_ctx < 0:
         print("--prompt-ctx must be 0 (the whole prompt) or more", file=sys.stderr)

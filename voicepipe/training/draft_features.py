@@ -68,10 +68,12 @@ def trim(s: dict[str, Any], ctx: int) -> dict[str, Any]:
     }
 
 
-def export(src: Path, out: Path, max_len: int = 1024, prompt_ctx: int = 64) -> int:
+def export(
+    src: Path, out: Path, max_len: int = 1024, prompt_ctx: int = 64, threads: int = 1
+) -> int:
     """Write ``out/gen_NNNN.pt`` for every part of the shard at ``src`` that has none,
-    each sample ``trim``-med to ``prompt_ctx`` prompt tokens; returns how many were
-    written."""
+    each sample ``trim``-med to ``prompt_ctx`` prompt tokens, each reply's pass on
+    ``threads`` fused-kernel threads; returns how many were written."""
     from voicepipe.nn.llm.draft_spec import FeatureTarget
     from voicepipe.nn.llm.engine import gguf_path, shared_model
 
@@ -79,6 +81,7 @@ def export(src: Path, out: Path, max_len: int = 1024, prompt_ctx: int = 64) -> i
     m, _ = shared_model(gguf_path(sh.meta.model), sh.meta.weights, max_len)
     ft = FeatureTarget(m, max_len)
     ft.prefixes = None  # the previous reply's prompt is the prefix store here
+    ft.prefill_threads = threads  # a whole reply per pass: compute-bound, splits well
     done = 0
     for part in sh.parts():
         if gen_path(out, part).exists():
