@@ -27,6 +27,24 @@ def test_pick_draws_the_recent_share_of_every_batch() -> None:
     assert len(pick([], recent[:3], 8, 0.75)) == 3  # too few: all there is
 
 
+def test_by_length_regroups_a_pool_into_batches_of_like_length() -> None:
+    from voicepipe.training.draft_fit import by_length
+
+    random.seed(1)
+    pool = [
+        {"tokens": torch.zeros(n), "id": i} for i, n in enumerate(random.sample(range(5, 300), 32))
+    ]
+    batches = by_length(pool, 8)
+    assert [len(b) for b in batches] == [8, 8, 8, 8]
+    assert sorted(x["id"] for b in batches for x in b) == list(range(32))  # each sample once
+    spans = sorted(
+        (min(len(x["tokens"]) for x in b), max(len(x["tokens"]) for x in b)) for b in batches
+    )
+    # like lengths together: the batches' length ranges do not overlap
+    assert all(hi < lo for (_, hi), (lo, _) in zip(spans, spans[1:], strict=False))
+    assert len(by_length(pool[:5], 2)) == 3  # a short pool: its rest is one smaller batch
+
+
 def test_evaluate_counts_what_drafting_through_the_cache_gets_right() -> None:
     # evaluate's agreement 1, 2 and 3 tokens deep must be what the cached decode
     # gets: from every reply row, draft on while the guesses before were right.

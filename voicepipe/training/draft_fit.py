@@ -42,6 +42,7 @@ and 3 tokens deep). New gen shards are picked up while training runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -129,6 +130,30 @@ def pick(old: list, recent: list, bs: int, share: float) -> list:
     return random.sample(recent, n_recent) + random.sample(old, min(bs - n_recent, len(old)))
 
 
+def by_length(pool: list[dict], bs: int) -> list[list[dict]]:
+    """``pool`` (a few batches' worth of random samples) as batches of ``bs`` samples of
+    similar length, in random order. A batch is padded to its longest sample: drawn at
+    random, half of its rows were padding (replies of 7 to 160 tokens); a pool of 8
+    batches sorted by length leaves ~17 %. Which samples train is unchanged."""
+    ordered = sorted(pool, key=lambda x: len(x["tokens"]))
+    batches = [ordered[i : i + bs] for i in range(0, len(ordered), bs)]
+    random.shuffle(batches)
+    return batches
+
+
+POOL = 8  # batches drawn at once and regrouped by length (by_length)
+
+
+def bf16_autocast() -> contextlib.AbstractContextManager:
+    """bf16 autocast where the CPU multiplies bf16 natively (AVX512-BF16 or AMX), else none:
+    on an AVX2-only Zen 3 a training step of the 1.5B's draft took 50 s under bf16 autocast
+    against 2.3 s in fp32 (8 rows of 80, one thread)."""
+    cpu = torch.cpu
+    if cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported():
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def fit(args: argparse.Namespace) -> int:
     from voicepipe.nn.llm import llama
     from voicepipe.nn.llm.draft_model import DraftArgs, EagleDraft, reduced_vocab, save
@@ -206,6 +231,7 @@ def fit(args: argparse.Namespace) -> int:
         step, best = state["step"], state.get("best", -1.0)
     logf = (run / "log.jsonl").open("a")
     t0, acc_loss, acc_n = time.perf_counter(), 0.0, 0
+    pending: list[list[dict]] = []  # batches drawn and regrouped by length, not yet trained
     if state is None:  # the starting point, measured like every checkpoint after it
         rec = {"step": 0, **evaluate(model, head, val, emb, qat), "init": args.init, "qat": qat}
         logf.write(json.dumps(rec) + "\n")
@@ -229,7 +255,9 @@ def fit(args: argparse.Namespace) -> int:
         )
         for g in opt.param_groups:
             g["lr"] = lr
-        batch = pick(old, recent, args.bs, share)
+        if not pending:
+            pending = by_length(pick(old, recent, args.bs * POOL, share), args.bs)
+        batch = pending.pop()
         loss = _loss(
             model,
             head,
@@ -351,7 +379,7 @@ def _loss(
     if train:  # EAGLE-style input noise: features at inference are the draft's own guesses
         fin = fin + torch.randn_like(fin) * 0.05 * fin.pow(2).mean(-1, keepdim=True).sqrt()
     fwd = quantized(model, qat)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with bf16_autocast():
         pred = fwd(fin, nemb, depths=depths)  # (B, T, dim), or (depths, B, T, dim)
     if depths == 1:
         return _terms(pred.float(), head, f, logp_t, m)
