@@ -85,19 +85,24 @@ def brute(records, context, k, min_path, max_n=8, min_count=2):
 
 @pytest.mark.parametrize("small", [0, 3, 64])  # numpy only; both, switching; Python only
 @pytest.mark.parametrize("seed", range(6))
-def test_matches_a_brute_force_scan(seed: int, small: int) -> None:
+# Token ids from 0: 16-bit keys, four a word; from 151,640 (Qwen2.5's <|im_end|> is
+# 151,645): 21-bit keys, three a word.
+@pytest.mark.parametrize("base", [0, 151_640])
+def test_matches_a_brute_force_scan(seed: int, small: int, base: int) -> None:
     rng = random.Random(seed)
     records = []
     for _ in range(40):
-        prefix = [rng.randrange(50, 53) for _ in range(rng.randrange(0, 3))]
-        reply = [rng.randrange(0, 6) for _ in range(rng.randrange(1, 12))]
+        prefix = [base + rng.randrange(50, 53) for _ in range(rng.randrange(0, 3))]
+        reply = [base + rng.randrange(0, 6) for _ in range(rng.randrange(1, 12))]
         records.append((prefix + reply, len(prefix)))
-    max_n = (3, 5, 8)[seed % 3]  # one packed word, then both
+    max_n = (3, 5, 8)[seed % 3]  # one packed word, then two (three with 21-bit keys)
     ix = ReplyIndex.from_records(records, max_n=max_n)
+    assert ix.bits == (16 if base == 0 else 21)
     ix.small = small
     for _ in range(60):
         ctx = [
-            rng.randrange(0, 6) if rng.random() < 0.9 else 51 for _ in range(rng.randrange(1, 11))
+            base + (rng.randrange(0, 6) if rng.random() < 0.9 else 51)
+            for _ in range(rng.randrange(1, 11))
         ]
         min_path = rng.choice([0.0, 0.3, 0.6])
         m = ix.match(ctx)
@@ -137,7 +142,7 @@ def test_bad_stores_are_refused() -> None:
     with pytest.raises(ValueError, match="non-empty"):
         ReplyIndex(np.arange(5), np.array([0, 0, 5]), np.array([0, 0]))
     with pytest.raises(ValueError, match="pack"):
-        ReplyIndex(np.array([1, 70000]), np.array([0, 2]), np.array([0]))
+        ReplyIndex(np.array([1, 1 << 21]), np.array([0, 2]), np.array([0]))
     with pytest.raises(ValueError, match="max_n"):
         ReplyIndex(np.arange(5), np.array([0, 5]), np.array([0]), max_n=9)
     # A context token the store cannot hold matches nothing, and stops the match there.

@@ -12,8 +12,9 @@ store; unlike the EAGLE draft it costs no draft step.
 The index sorts every reply position by the tokens before it, read backwards,
 so the positions whose preceding n tokens equal the context's last n form one
 contiguous range that narrows as n grows. Those tokens are packed four to a
-64-bit word (16 bits each), so one sorted search finds the ranges of every
-order a word holds at once: a lookup is two numpy calls, not two per order.
+64-bit word (16 bits each; three of 21 bits for a vocabulary past 65,533 ids, as
+Qwen2.5's 151,936), so one sorted search finds the ranges of every order a word
+holds at once: a lookup is a numpy call or two per word, not two per order.
 That matters more than it seems: right after a target pass has swept the
 caches, every numpy call and every cache miss costs several times its warm
 price (the first version, a search per order and the deeper keys gathered
@@ -31,9 +32,20 @@ import numpy as np
 from voicepipe.speculative.types import Proposal
 
 END = -1  # no token: before a record's first token, after its last
-WORD = 4  # keys per packed word: token + 1 in 16 bits each (END packs as 0, sorting first)
-MAX_N = 2 * WORD  # longest match: two words
-MAX_TOKEN = 0xFFFE  # ids below it pack (the last bound of a key 0xFFFF would overflow)
+MAX_N = 8  # longest match
+# Key bits: token + 1 packed per key (END packs as 0, sorting first); ids below
+# 2**bits - 2 pack (the last bound of an all-ones key would overflow). A store
+# whose ids all fit 16 bits packs four keys a word; else three of 21 bits.
+KEY_BITS = (16, 21)
+MAX_TOKEN = (1 << KEY_BITS[0]) - 2  # a store of ids below it packs four keys a word
+
+
+def key_bits(max_token: int) -> int:
+    """The narrowest key width that packs ids up to ``max_token``."""
+    for bits in KEY_BITS:
+        if max_token < (1 << bits) - 2:
+            return bits
+    raise ValueError(f"token id {max_token} too large to pack (< {(1 << KEY_BITS[-1]) - 2})")
 
 
 @dataclass(frozen=True)
@@ -68,11 +80,15 @@ class ReplyIndex:
             raise ValueError("bounds must be (records + 1,) and end at len(tokens)")
         if np.any(np.diff(bounds) <= 0) or np.any(reply_at < 0):
             raise ValueError("records must be non-empty, reply offsets non-negative")
-        if len(tokens) and not 0 <= tokens.min() <= tokens.max() < MAX_TOKEN:
-            raise ValueError(f"token ids must be in [0, {MAX_TOKEN}) to pack")
+        if len(tokens) and tokens.min() < 0:
+            raise ValueError("token ids must be non-negative")
         if not 1 <= max_n <= MAX_N:
             raise ValueError(f"max_n must be in [1, {MAX_N}]")
         self.max_n = max_n
+        self.bits = key_bits(int(tokens.max()) if len(tokens) else 0)
+        self.max_token = (1 << self.bits) - 2  # ids at or past it never match
+        self.word = 64 // self.bits  # keys per packed word
+        n_words = -(-max_n // self.word)
         # flat: records separated by END, so a continuation stops at its record's end
         # and a backwards key stops at its record's start (the context never holds END).
         n_rec = len(reply_at)
@@ -87,15 +103,17 @@ class ReplyIndex:
         last = starts + 1 + lens
         pos = np.concatenate([np.arange(a, b) for a, b in zip(first, last, strict=True)])
         # Key j of a position: the token j + 1 before it, END past its record's start;
-        # keys 0-3 packed in words[0], 4-7 in words[1], key 0 (4) in the top bits.
-        words = np.zeros((2, len(pos)), dtype=np.uint64)
+        # with 16-bit keys, keys 0-3 packed in words[0], 4-7 in words[1], key 0 (4) in
+        # the top bits.
+        W = self.word
+        words = np.zeros((n_words, len(pos)), dtype=np.uint64)
         alive = np.ones(len(pos), dtype=bool)
-        for j in range(MAX_N):
+        for j in range(n_words * W):
             prev = flat[pos - 1 - j].astype(np.int64)
             alive &= prev != END
-            shift = np.uint64(16 * (WORD - 1 - j % WORD))
-            words[j // WORD] |= np.where(alive, prev + 1, 0).astype(np.uint64) << shift
-        order = np.lexsort((words[1], words[0]))  # by key 0, then key 1, …
+            shift = np.uint64(self.bits * (W - 1 - j % W))
+            words[j // W] |= np.where(alive, prev + 1, 0).astype(np.uint64) << shift
+        order = np.lexsort(words[::-1])  # by key 0, then key 1, …
         self.pos = pos[order].astype(np.int32)
         self.words = np.ascontiguousarray(words[:, order])
         # Element reads as Python ints, no numpy call.
@@ -123,11 +141,12 @@ class ReplyIndex:
         """The longest suffix of context (up to max_n tokens) seen ≥ min_count times."""
         n = min(self.max_n, len(context))
         lo, hi, best = 0, len(self.pos), Match()
-        for w in range(2):
+        W, bits = self.word, self.bits
+        for w in range(len(self.words)):
             keys = []
-            for j in range(WORD * w, min(n, WORD * (w + 1))):
+            for j in range(W * w, min(n, W * (w + 1))):
                 t = context[-1 - j]
-                if not 0 <= t < MAX_TOKEN:  # never in the store: nothing matches past it
+                if not 0 <= t < self.max_token:  # never in the store: nothing matches past it
                     break
                 keys.append(t + 1)
             if not keys:
@@ -136,18 +155,18 @@ class ReplyIndex:
             # there; its rows whose top i keys match form [lower_i, upper_i).
             bounds, prefix = [], 0
             for i, key in enumerate(keys):
-                prefix = (prefix << 16) | key
-                low = prefix << (16 * (WORD - 1 - i))
-                bounds += [low, low + (1 << (16 * (WORD - 1 - i)))]
+                prefix = (prefix << bits) | key
+                low = prefix << (bits * (W - 1 - i))
+                bounds += [low, low + (1 << (bits * (W - 1 - i)))]
             found = self.words[w, lo:hi].searchsorted(np.array(bounds, dtype=np.uint64))
             found = (found + lo).tolist()
             for i in range(len(keys)):  # the ranges nest: stop at the first too small
                 a, b = found[2 * i], found[2 * i + 1]
                 if b - a < min_count:
                     return best
-                best = Match(WORD * w + i + 1, a, b)
+                best = Match(W * w + i + 1, a, b)
             lo, hi = best.lo, best.hi
-            if len(keys) < WORD:
+            if len(keys) < W:
                 break
         return best
 
