@@ -81,4 +81,8 @@ async def test_the_15b_writes_the_same_call_in_fewer_passes() -> None:
         got[c.llm.tool_skeleton] = (said, stage.last_metrics, stage.engine.proposer)
     assert got[True][0] == got[False][0] and "5" in " ".join(got[True][0])
     assert got[True][2].used_skeleton > 0 and got[True][1]["tool_rounds"] == 1
-    assert got[True][1]["target_passes"] <= got[False][1]["target_passes"] - 3
+    # Fewer passes with them. (How many fewer depends on the draft: the 2026-11-25 one
+    # took 13 passes without skeletons and 8 with; the 2026-11-28 one, trained on replies
+    # to a served prompt with the tools block, drafts most of the call's JSON itself: 8
+    # and 7.)
+    assert got[True][1]["target_passes"] < got[False][1]["target_passes"]
