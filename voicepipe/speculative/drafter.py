@@ -37,6 +37,9 @@ class Tunings:
     # ... and verifies each guess's runner-ups as sibling leaves while it gives one
     # >= eagle_alt_min.
     eagle_alt_min: float = 0.15
+    # The EAGLE draft reads at most the last eagle_window positions of a context it has
+    # not seen (a session's served prompt): see draft_spec.EagleProposer.
+    eagle_window: int = 24
     # Prompt lookup's longest proposal behind the hybrid (matches copy long spans).
     lookup_k_max: int = 6
     # The reply store drafts after a match of >= store_min_n tokens while the agreeing

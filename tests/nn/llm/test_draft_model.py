@@ -174,3 +174,43 @@ def test_committed_draft_is_exact_and_accepts(target) -> None:
     assert total.drafted > 0
     # A trained draft gets a real share of its first guesses right (untrained ≈ 0).
     assert total.accept_by_pos[0] > 0.2
+
+
+def test_a_windowed_draft_reads_only_the_context_tail_and_stays_exact(target) -> None:
+    # The draft's cache starts at the window over a context it has not seen (a session's
+    # served prompt), keeps growing with the reply, and starts again when the context
+    # changes before its first row; greedy output stays the plain decode's.
+    from voicepipe.nn.llm.draft_spec import attach, load_draft
+    from voicepipe.nn.llm.engine import ModelTarget
+    from voicepipe.speculative.loop import SpeculativeDecoder
+    from voicepipe.speculative.metrics import SpecMetrics
+    from voicepipe.speculative.sampling import SamplingParams
+
+    m, tok = target
+    stop = set(tok.stop_ids)
+    ids = tok.chat_ids(
+        [
+            {"role": "system", "content": "You are a helpful voice assistant. " * 6},
+            {"role": "user", "content": "How do I make a cup of tea?"},
+        ]
+    )
+    plain = [t for s in SpeculativeDecoder(ModelTarget(m), None).generate(ids, 32, stop) for t in s]
+    draft = load_draft("smollm2-draft")
+    ft, prop = attach(m, draft, window=16)
+    dec = SpeculativeDecoder(ft, prop, SamplingParams(), k=3, adaptive=False)
+    assert [t for s in dec.generate(ids, 32, stop) for t in s] == plain
+    assert prop.off > len(ids) - 16 - 1  # the cache began inside the window...
+    assert prop.cache.length < 16 + 32 + 1  # ...and holds the window and the reply only
+    total = SpecMetrics()
+    total.merge(dec.metrics)
+    assert total.drafted > 0 and total.accept_by_pos[0] > 0.2
+    # A context that differs before the cache's first row: the cache starts over.
+    other = [ids[0] + 1, *ids[1:]]
+    ft.prefill(other[:-1])
+    prop.propose(other, 2)
+    assert prop.off == len(other) - 1 - 16
+    # No window: the whole context, from position 0.
+    ft2, whole = attach(m, draft)
+    dec2 = SpeculativeDecoder(ft2, whole, SamplingParams(), k=3, adaptive=False)
+    assert [t for s in dec2.generate(ids, 32, stop) for t in s] == plain
+    assert whole.off == 0

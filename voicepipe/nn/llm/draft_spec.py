@@ -218,6 +218,7 @@ class EagleProposer:
         name: str = "",
         min_path: float = 0.0,
         alt_min: float | None = None,
+        window: int = 0,
     ) -> None:
         a = target.model.args
         if runner.args.dim != a.dim:
@@ -230,6 +231,15 @@ class EagleProposer:
         self.cache = runner.new_cache(target.max_len)
         self.vocab = runner.vocab
         self.ctx: list[int] = []  # context whose true features fill the draft cache
+        # The draft reads at most the last ``window`` positions of a context it has not
+        # seen (0: all of it). Its cache slot 0 is context position ``off``: RoPE is
+        # relative, so a cut context is the same context, shorter (as training cuts
+        # each sample to its last few prompt tokens: --prompt-ctx). Why: a session's
+        # first proposal ran the draft over the whole served prompt (~500 positions with
+        # the tools block: ~330 ms on this host, on the first clause's critical path),
+        # where it trained on 12 prompt tokens before each reply.
+        self.window = window
+        self.off = 0
         self.min_path = min_path
         self.alt_min = alt_min
         # What the head said at each guess it last proposed (its likeliest rows and
@@ -244,6 +254,7 @@ class EagleProposer:
     def reset(self) -> None:
         self.cache.reset()
         self.ctx = []
+        self.off = 0
 
     @torch.inference_mode()
     def propose(self, context: list[int], k: int) -> Proposal:
@@ -255,10 +266,17 @@ class EagleProposer:
         m = min(len(self.ctx), len(context))
         # Usually the context extends the last one: one C-level slice compare.
         same = m if self.ctx[:m] == context[:m] else common_prefix(self.ctx, context)
-        c = min(max(0, same - 1), self.cache.length, n - 1)
-        self.cache.rollback(c)
+        c = min(max(0, same - 1), self.off + self.cache.length, n - 1)
+        if c < self.off or (self.window and n - c > self.window):
+            # Changed before the cache's first row, or more to read than the window: the
+            # cache starts again at the window (all of the context without one).
+            self.off = max(0, n - self.window) if self.window else 0
+            self.cache.reset()
+            c = self.off
+        off = self.off
+        self.cache.rollback(c - off)
         f = self.t.feats[c:n]  # (T, dim)
-        h, g = self.runner.step(self.cache, f, context[c + 1 : n + 1], c)  # h ≈ feature n
+        h, g = self.runner.step(self.cache, f, context[c + 1 : n + 1], c - off)  # h ≈ feature n
         self.ctx = list(context)
         tokens = [self.vocab[g.row]]
         self.guesses = [g]
@@ -266,11 +284,11 @@ class EagleProposer:
         for i in range(k - 1):
             if path < self.min_path:  # the next guess would rarely survive verification
                 break
-            h, g = self.runner.step(self.cache, h[None], tokens[-1:], n + i)
+            h, g = self.runner.step(self.cache, h[None], tokens[-1:], n + i - off)
             tokens.append(self.vocab[g.row])
             self.guesses.append(g)
             path *= g.conf
-        self.cache.rollback(n)  # speculative rows never stay in the cache
+        self.cache.rollback(n - off)  # speculative rows never stay in the cache
         # The verify pass feeds the last token, the guesses and the siblings from slot n.
         room = self.t.max_len - n - 1 - len(tokens)
         return Proposal(tokens=tokens, siblings=self._siblings()[: max(0, room)])
@@ -332,13 +350,14 @@ def attach(
     name: str = "eagle",
     min_path: float = 0.0,
     alt_min: float | None = None,
+    window: int = 0,
 ) -> tuple[FeatureTarget, EagleProposer]:
     """A FeatureTarget over model and a proposer reading it (fresh caches).
 
     Pass a ``prepare``d runner to share the draft's inference weights between
     sessions; an EagleDraft is prepared here (once per call). min_path,
-    alt_min: see EagleProposer.
+    alt_min, window: see EagleProposer.
     """
     runner = prepare(draft, model, fused) if isinstance(draft, EagleDraft) else draft
     target = FeatureTarget(model, max_len)
-    return target, EagleProposer(runner, target, name, min_path, alt_min)
+    return target, EagleProposer(runner, target, name, min_path, alt_min, window)

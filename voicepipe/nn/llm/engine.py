@@ -170,7 +170,12 @@ def _session(
         from voicepipe.nn.llm.draft_spec import attach
 
         target, prop = attach(
-            model, eagle, name=drafter.text, min_path=t.eagle_min_path, alt_min=t.eagle_alt_min
+            model,
+            eagle,
+            name=drafter.text,
+            min_path=t.eagle_min_path,
+            alt_min=t.eagle_alt_min,
+            window=t.eagle_window,
         )
         if drafter.lookup:
             store = None
