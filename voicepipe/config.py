@@ -215,9 +215,10 @@ class LlmConfig:
     base_url: str = "http://127.0.0.1:8080/v1"  # backend = "openai" only
     api_key: str = ""  # backend = "openai": empty = $OPENAI_API_KEY, else none
     weights: str = "int4"  # fp32 | bf16 | int8 | int4 (int4 = the GGUF's own Q4_1 grid)
-    # Plain decoding: on the 2-core AVX2 host the 1.5B's draft ("ngram+qwen2.5-coder-1.5b-draft")
-    # made voice replies slower (bench e2e, docs/benchmarks/e2e.md); replies are identical.
-    drafter: str = "none"  # none | ngram | EAGLE | GGUF | ngram+<either>
+    # Prompt lookup, the reply store, then the 1.5B's EAGLE draft: on the 2-core AVX2 host
+    # voice to voice p50 1,229 ms against 1,471 plain (bench e2e, docs/benchmarks/e2e.md);
+    # replies are token-identical to plain decoding.
+    drafter: str = "ngram+qwen2.5-coder-1.5b-draft"  # none | ngram | EAGLE | GGUF | ngram+<either>
     reply_store: bool = True  # ngram+<EAGLE draft>: also draft from the draft's reply store
     # ngram+<draft> with tools on: draft a tool call's JSON from the tools' schemas
     # (speculative/skeleton.py) before prompt lookup.
