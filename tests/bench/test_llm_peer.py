@@ -24,3 +24,20 @@ def test_peer_row_has_a_verify_curve() -> None:
     assert all(v > 0 for v in row["verify_ms"].values())
     assert row["verify_cost"]["1"] == 1.0
     assert row["decode_tok_s"] > 0
+
+
+def test_interleaved_row_reads_the_memory_rate_each_round() -> None:
+    from voicepipe.bench.llm_peer import interleaved_row
+    from voicepipe.nn.llm import llama
+
+    name = "smollm2-135m"
+    if not gguf_path(name).is_file():
+        pytest.skip(f"{gguf_path(name)} not pulled")
+    m, _ = llama.load(gguf_path(name), "int4", max_len=256, threads=1)
+    row = interleaved_row(m, name, [1, 2, 3, 4, 5, 6, 7, 8], rounds=2, threads=1)
+    assert "error" not in row, row
+    assert row["tokens"] == 16 and len(row["rounds"]) == 2
+    for r in row["rounds"]:
+        if m.kernel == "llama_step":  # (the rate is read by the fused kernel's team)
+            assert r["read_gb_s"] > 0
+        assert r["ours_ms"] > 0 and r["theirs_ms"] > 0

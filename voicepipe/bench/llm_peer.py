@@ -124,7 +124,12 @@ def _verify_costs(path: str, ids: list[int], threads: int, rows: list[int], pass
 def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> dict:
     """Decode speed of model m and of llama.cpp on the same GGUF, alternating 8 tokens
     each for ``rounds`` rounds: on a shared machine both see the same load, so their
-    ratio means something where two rows measured minutes apart do not."""
+    ratio means something where two rows measured minutes apart do not.
+
+    Each round also reads the host's memory rate first (``rounds``: its GB/s and each
+    engine's median token there): a decode pass streams its weights, and on a VM the rate
+    moved between ~36 and ~60 GB/s from one minute to the next, taking the ratio with it
+    (docs/benchmarks/llm.md, Current)."""
     from voicepipe.nn.llm import llama
     from voicepipe.nn.llm.engine import gguf_path
 
@@ -153,12 +158,20 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
             nxt = int(llama.prefill(m, cache, ids).argmax())
             ours: list[float] = []
             theirs: list[float] = []
+            per_round: list[dict] = []
             for _ in range(rounds):
+                rate = _read_rate(threads)
+                mine = []
                 for _ in range(8):
                     t0 = time.perf_counter()
                     nxt = int(llama.decode_step(m, cache, nxt).argmax())
-                    ours.append(time.perf_counter() - t0)
-                theirs += ask(8)
+                    mine.append(time.perf_counter() - t0)
+                peer = ask(8)
+                ours += mine
+                theirs += peer
+                per_round.append(
+                    {"read_gb_s": rate, "ours_ms": _median_ms(mine), "theirs_ms": _median_ms(peer)}
+                )
         except (RuntimeError, ValueError) as e:
             row["error"] = str(e)
             return row
@@ -173,8 +186,24 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
         peer_tok_s_median=round(1 / t, 1),
         ratio_median=round(t / o, 2),
         ratio_best=round(theirs[0] / ours[0], 2),
+        rounds=per_round,
     )
     return row
+
+
+def _median_ms(seconds: list[float]) -> float:
+    return round(sorted(seconds)[len(seconds) // 2] * 1e3, 2)
+
+
+def _read_rate(threads: int) -> float | None:
+    """The host's read rate now (256 MiB, best of 3: ~20 ms), or None without the fused
+    kernel that measures it."""
+    from voicepipe.bench.llm_profile import read_gb_s
+
+    try:
+        return round(read_gb_s(threads, mib=256, passes=3), 1)
+    except ValueError:
+        return None
 
 
 def _serve(threads: int) -> None:
