@@ -37,7 +37,7 @@ def test_interleaved_row_reads_the_memory_rate_each_round() -> None:
     row = interleaved_row(m, name, [1, 2, 3, 4, 5, 6, 7, 8], rounds=2, threads=1)
     assert "error" not in row, row
     assert row["tokens"] == 16 and len(row["rounds"]) == 2
+    fused = m.kernel == "llama_step"  # (the rate is read by the fused kernel's team)
     for r in row["rounds"]:
-        if m.kernel == "llama_step":  # (the rate is read by the fused kernel's team)
-            assert r["read_gb_s"] > 0
+        assert r["read_gb_s"] > 0 if fused else r["read_gb_s"] is None
         assert r["ours_ms"] > 0 and r["theirs_ms"] > 0

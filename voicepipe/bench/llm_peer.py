@@ -19,7 +19,10 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (the llama.cpp child imports this module: no torch at import)
+    import torch
 
 
 def llamacpp_row(
@@ -130,6 +133,8 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
     engine's median token there): a decode pass streams its weights, and on a VM the rate
     moved between ~36 and ~60 GB/s from one minute to the next, taking the ratio with it
     (docs/benchmarks/llm.md, Current)."""
+    import torch
+
     from voicepipe.nn.llm import llama
     from voicepipe.nn.llm.engine import gguf_path
 
@@ -159,8 +164,9 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
             ours: list[float] = []
             theirs: list[float] = []
             per_round: list[dict] = []
+            rate_buf = torch.ones(256 << 20, dtype=torch.uint8)  # one buffer for every round
             for _ in range(rounds):
-                rate = _read_rate(threads)
+                rate = _read_rate(threads, rate_buf)
                 mine = []
                 for _ in range(8):
                     t0 = time.perf_counter()
@@ -179,7 +185,7 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
             stdin.close()
     ours.sort()
     theirs.sort()
-    o, t = ours[len(ours) // 2], theirs[len(theirs) // 2]
+    o, t = _median(ours), _median(theirs)
     row.update(
         tokens=len(ours),
         decode_tok_s_median=round(1 / o, 1),
@@ -191,17 +197,22 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
     return row
 
 
+def _median(seconds: list[float]) -> float:
+    """The upper median, as the row's ``decode_tok_s_median`` has always taken it."""
+    return sorted(seconds)[len(seconds) // 2]
+
+
 def _median_ms(seconds: list[float]) -> float:
-    return round(sorted(seconds)[len(seconds) // 2] * 1e3, 2)
+    return round(_median(seconds) * 1e3, 2)
 
 
-def _read_rate(threads: int) -> float | None:
-    """The host's read rate now (256 MiB, best of 3: ~20 ms), or None without the fused
-    kernel that measures it."""
+def _read_rate(threads: int, buf: torch.Tensor) -> float | None:
+    """The host's read rate now (``buf``, 256 MiB, best of 3: ~20 ms), or None without the
+    fused kernel that measures it."""
     from voicepipe.bench.llm_profile import read_gb_s
 
     try:
-        return round(read_gb_s(threads, mib=256, passes=3), 1)
+        return round(read_gb_s(threads, passes=3, buf=buf), 1)
     except ValueError:
         return None
 

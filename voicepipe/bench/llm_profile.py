@@ -24,15 +24,19 @@ import torch
 MATRICES = ("qkv", "o", "w13", "w2", "head")
 
 
-def read_gb_s(threads: int, mib: int = 1024, passes: int = 7) -> float:
+def read_gb_s(
+    threads: int, mib: int = 1024, passes: int = 7, buf: torch.Tensor | None = None
+) -> float:
     """This host's memory read rate, GB/s: the fastest of ``passes`` reads of ``mib`` MiB
-    (far past the caches) by ``threads`` members of the fused kernel's team."""
+    (far past the caches) by ``threads`` members of the fused kernel's team. ``buf``: a
+    uint8 buffer to read instead (a caller measuring again and again allocates it once)."""
     from voicepipe.nn import kernels
 
     mod = kernels.llama_step()
     if mod is None:
         raise ValueError("the read rate needs the fused kernel (kernels/llama_step)")
-    buf = torch.ones(mib << 20, dtype=torch.uint8)  # (touched: every page is mapped)
+    if buf is None:
+        buf = torch.ones(mib << 20, dtype=torch.uint8)  # (touched: every page is mapped)
     return buf.numel() / mod.read_seconds(buf, threads, passes) / 1e9
 
 
