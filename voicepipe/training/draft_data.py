@@ -211,7 +211,12 @@ def run(args: argparse.Namespace) -> int:
     prefix, render = served_prompts(cfg, eng)
     eng.share_prefix(prefix)  # computed once; every row copies it
     stop = set(eng.tokenizer.stop_ids)
-    questions = data_prompts(args.n_prompts, seed=args.seed)
+    if args.questions:  # the target's own questions (train draft-questions)
+        from voicepipe.training.draft_questions import load
+
+        questions = load(Path(args.questions))
+    else:
+        questions = data_prompts(args.n_prompts, seed=args.seed)
     if args.check:
         return _check(eng, _jobs(questions[: args.check], render), args, stop)
     meta = shard.Manifest(model, cfg.llm.weights, prefix, args.max_new, sorted(stop))
@@ -296,6 +301,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--n-prompts", type=int, default=40000, help="prompts of the data set (default 40000)"
     )
     p.add_argument("--seed", type=int, default=0, help="prompt order seed (default 0)")
+    p.add_argument(
+        "--questions",
+        default="",
+        metavar="FILE",
+        help="answer the questions of FILE (written by train draft-questions; benchmark "
+        "prompts dropped) instead of the built-in prompt series",
+    )
     p.add_argument("--rows", type=int, default=8, help="replies in flight per pass (default 8)")
     p.add_argument("--max-new", type=int, default=160, help="reply token cap (default 160)")
     p.add_argument("--max-len", type=int, default=1024, help="KV cache positions per row")
