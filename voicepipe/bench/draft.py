@@ -19,7 +19,9 @@ pass, time in propose / score / verify; siblings verified and taken;
 ``accept_hist``: how many target passes accepted 0, 1, 2, … draft tokens, passes
 without a draft counted in 0);
 ``vocab_coverage`` = share of the plain replies' tokens inside the draft's
-reduced vocabulary; for a hybrid, ``ngram_steps`` / ``store_steps``: passes
+reduced vocabulary; with ``--agreement``, ``agreement``: the draft's first guess
+against the target's token along the plain replies, teacher-forced
+(``bench.draft_agreement``); for a hybrid, ``ngram_steps`` / ``store_steps``: passes
 drafted by prompt lookup / the reply store. ``--siblings 0.05,off`` runs each
 EAGLE drafter once per runner-up threshold (rows "<drafter> siblings=<value>"),
 to weigh the draft tree against the chain in one run; ``--store on,off`` once
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from voicepipe.bench.common import cpu
     from voicepipe.nn.llm import engine as E
     from voicepipe.nn.llm.tokenizer import ChatTokenizer
-    from voicepipe.speculative.drafter import DrafterSpec
+    from voicepipe.speculative.drafter import HYBRID, DrafterSpec
     from voicepipe.speculative.hybrid import HybridProposer
     from voicepipe.speculative.loop import SpeculativeDecoder
     from voicepipe.speculative.metrics import SpecMetrics
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     plain = SpeculativeDecoder(E.ModelTarget(m), None, sp)
     rows: dict[str, SpeculativeDecoder] = {}
     vocabs: dict[str, set[int]] = {}
+    eagles: dict[str, str] = {}  # row -> its EAGLE draft's name or path (--agreement)
     alts = _siblings(args.siblings)
     stores = _stores(args.store)
     for name, alt, store in (
@@ -87,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
             rows[row] = _with_store(_with_siblings(eng.fork().decoder(), alt), store)
             if eng.eagle is not None:
                 vocabs[row] = set(eng.eagle.vocab)
+                eagles[row] = name.removeprefix(HYBRID)
             continue
         if name == "ngram":
             ft, prop = E.ModelTarget(m), NgramProposer()
@@ -94,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             spec = DrafterSpec.parse(name, is_eagle=lambda _: True, tunings=E.TUNINGS)
             ft, prop = E._session(m, spec, sp, None, E.shared_eagle(spec.name, m))
             vocabs[row] = set(prop.draft.vocab if isinstance(prop, HybridProposer) else prop.vocab)
+            eagles[row] = spec.name
         # Adaptive K as the engine runs an EAGLE drafter: never paused (verify_cost 1.0).
         vc = 1.5 if name == "ngram" else 1.0
         rows[row] = _with_siblings(
@@ -123,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     res = {n: {"t": 0.0, "d": 0.0, "n": 0, "identical": 0, "m": SpecMetrics()} for n in rows}
     examples = []
     refs: list[int] = []
+    pairs: list[tuple[list[int], list[int]]] = []  # (prompt, plain reply) for --agreement
     for i, q in enumerate(prompts):
         ids = tok.chat_ids(msgs(q))
         ref, dt, dd = _run(plain, ids, max_new, stop)
@@ -130,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         base_d += dd
         base_n += len(ref)
         refs += ref
+        pairs.append((ids, ref))
         for name, dec in rows.items():
             out, dt2, dd2 = _run(dec, ids, max_new, stop)
             r = res[name]
@@ -185,8 +192,25 @@ def run(args: argparse.Namespace) -> int:
         if name in vocabs:  # share of the target's reply tokens the draft can propose at all
             cov = sum(t in vocabs[name] for t in refs) / max(1, len(refs))
             report["drafters"][name]["vocab_coverage"] = round(cov, 4)
+    if args.agreement:
+        _agreement(report, m, eagles, pairs)
     print(json.dumps(report, indent=None if args.json else 2))
     return 0 if all(r["identical"] == len(prompts) for r in res.values()) else 1
+
+
+def _agreement(report: dict, m, eagles: dict[str, str], pairs: list) -> None:
+    """Each EAGLE drafter row's teacher-forced first-guess agreement (bench.draft_agreement)
+    along the plain replies, computed once per draft."""
+    from voicepipe.bench.draft_agreement import agreement, features
+    from voicepipe.nn.llm.draft_spec import load_draft
+
+    samples = [(ids + ref, len(ids), features(m, ids, ref)) for ids, ref in pairs if ref]
+    emb = m.embed.float()
+    done: dict[str, dict] = {}
+    for row, name in eagles.items():
+        if name not in done:
+            done[name] = agreement(load_draft(name).float().eval(), emb, samples)
+        report["drafters"][row]["agreement"] = done[name]
 
 
 def _siblings(spec: str) -> list[float | None]:
@@ -297,6 +321,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="fused-kernel threads of every decode pass, plain and drafted (llm.decode_threads; "
         "default 1)",
+    )
+    p.add_argument(
+        "--agreement",
+        action="store_true",
+        help="also each EAGLE draft's first-guess agreement with the target, teacher-forced "
+        "along the plain replies (the fit's val_top1 measure, on these prompts)",
     )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.set_defaults(func=run)

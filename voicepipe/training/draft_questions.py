@@ -1,12 +1,13 @@
 """`voicepipe train draft-questions`: questions for the draft's data, worded by the target.
 
 The draft agrees with the 1.5B on 69 % of first tokens on held-out replies to its own
-training prompts, but on 52 % on hand-written open questions (teacher-forced, both
-on the same checkpoint): the templated prompt series cover a narrow band of requests,
-and the draft learns the replies to that band. Another few thousand replies of the same
-series moved the open-question speedup by hundredths. What widens the band is other
-questions, asked the way people ask them; this writes them with the target itself: for
-every topic and asking style of ``draft_topics``, one greedy question, eight rows a pass
+training prompts, but on 50 % on the replies to hand-written open questions
+(teacher-forced, both on the same checkpoint: the fit's ``val_top1``, ``bench draft
+--agreement``): the templated prompt series cover a narrow band of requests, and the
+draft learns the replies to that band. Another few thousand replies of the same series
+moved the open-question speedup by hundredths. What widens the band is other questions,
+asked the way people ask them; this writes them with the target itself: for every
+topic and asking style of ``draft_topics``, one greedy question, eight rows a pass
 (``draft_data.batched_replies``), cleaned, deduplicated, and never one that is or holds a
 benchmark's prompt. ``train draft-data --questions FILE`` then answers them.
 

@@ -1,0 +1,42 @@
+"""bench draft --agreement: a trained draft's teacher-forced first guesses agree with the
+target far more often than an untrained draft's, every reply token is counted, and the
+in-vocabulary share is never below the overall one."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def replies():
+    from voicepipe.nn.llm.engine import load_engine
+
+    eng = load_engine("smollm2-135m", "int4", "none", max_len=512)
+    dec = eng.fork().decoder()
+    stop = set(eng.tokenizer.stop_ids)
+    out = []
+    for q in ("Why do cats purr?", "How do I boil an egg?", "What is the capital of Peru?"):
+        ids = eng.tokenizer.chat_ids([{"role": "user", "content": q}])
+        ref: list[int] = []
+        for toks in dec.generate(ids, 32, stop):
+            ref += toks
+        out.append((ids, ref))
+    return eng.model, out
+
+
+def test_a_trained_draft_agrees_and_an_untrained_one_does_not(replies) -> None:
+    from voicepipe.bench.draft_agreement import agreement, features
+    from voicepipe.nn.llm.draft_model import EagleDraft
+    from voicepipe.nn.llm.draft_spec import load_draft
+
+    model, pairs = replies
+    samples = [(ids + ref, len(ids), features(model, ids, ref)) for ids, ref in pairs]
+    assert all(len(f) == len(t) - 1 for t, _, f in samples)
+    emb = model.embed.float()
+    trained = load_draft("smollm2-draft").float().eval()
+    got = agreement(trained, emb, samples)
+    assert got["positions"] == sum(len(ref) for _, ref in pairs)  # every reply token
+    assert 0 < got["in_vocab_positions"] <= got["positions"]
+    assert got["in_vocab"] >= got["first_guess"] > 0.3, got
+    untrained = EagleDraft(trained.args, trained.vocab).float().eval()
+    assert agreement(untrained, emb, samples)["first_guess"] < 0.1

@@ -1,0 +1,74 @@
+"""``bench draft --agreement``: how often an EAGLE draft's first guess is the target's token,
+teacher-forced along the target's own replies.
+
+A drafter's acceptance in the engine mixes the draft's agreement with how the engine
+uses it (prompt lookup and the reply store in front, K, the runner-ups, the window over a
+context it has not seen). This measures the first alone, the way the fit measures its
+held-out parts: along each prompt's plain greedy reply, the target's feature at every
+position (one prefill of prompt and reply on the serving target), the draft's first
+guess from each (float weights, ``EagleDraft.forward``) against the token the target
+chose next. So a prompt set's figure can be held beside the fit's ``val_top1``: a gap
+between them is the prompts, not the engine.
+
+- ``first_guess``: share of the replies' positions where the draft's first guess is
+  the target's next token;
+- ``in_vocab``: the same over the positions whose token is in the draft's reduced
+  vocabulary (what ``val_top1`` counts), and ``positions`` / ``in_vocab_positions``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Prompt positions the draft reads before a reply (``train draft --prompt-ctx``: 12).
+PROMPT_CTX = 12
+
+
+def features(model: Any, prompt: list[int], reply: list[int]) -> Any:
+    """The target's feature at positions 0 … n-2 of prompt + reply (row i scores token
+    i + 1), from one prefill on a FeatureTarget of ``model``."""
+    from voicepipe.nn.llm.draft_spec import FeatureTarget
+
+    toks = prompt + reply
+    ft = FeatureTarget(model, len(toks) + 1)
+    ft.prefixes = None  # nothing shared: one pass over the whole sequence
+    ft.prefill(toks[:-1])
+    assert ft.feats is not None  # a FeatureTarget keeps them
+    return ft.feats[: len(toks) - 1].clone()
+
+
+def agreement(draft: Any, emb: Any, samples: list[tuple[list[int], int, Any]]) -> dict[str, Any]:
+    """First-guess agreement of ``draft`` over ``samples`` of (tokens, prompt length,
+    features): the input at position i is (feature i, embedding of token i + 1), its
+    guess is for token i + 2; counted where token i + 2 is a reply token."""
+    import torch
+
+    vocab = draft.vocab.long()
+    head = emb[vocab].float()
+    hit = hit_in = n = n_in = 0
+    inside = torch.zeros(emb.shape[0], dtype=torch.bool)
+    inside[vocab] = True
+    with torch.no_grad():
+        for toks, plen, feats in samples:
+            lo = max(0, plen - PROMPT_CTX)  # the draft's window, as it trained
+            t = torch.tensor(toks[lo:], dtype=torch.long)
+            f = feats[lo:].float()
+            m = len(t) - 2  # inputs i = 0 … m-1 predict t[i + 2]
+            if m <= 0:
+                continue
+            pred = draft(f[:m].unsqueeze(0), emb[t[1 : m + 1]].float().unsqueeze(0))[0]
+            guess = vocab[(pred @ head.T).argmax(-1)]
+            want = t[2 : m + 2]
+            reply = torch.arange(m) + 2 + lo >= plen
+            ok = (guess == want) & reply
+            hit += int(ok.sum())
+            n += int(reply.sum())
+            keep = reply & inside[want]
+            hit_in += int((ok & keep).sum())
+            n_in += int(keep.sum())
+    return {
+        "first_guess": round(hit / max(1, n), 4),
+        "in_vocab": round(hit_in / max(1, n_in), 4),
+        "positions": n,
+        "in_vocab_positions": n_in,
+    }
