@@ -360,4 +360,11 @@ def _handler(args: argparse.Namespace) -> int:
     if args.prompt_ctx < 0:
         print("--prompt-ctx must be 0 (the whole prompt) or more", file=sys.stderr)
         return 2
+    if args.questions and not Path(args.questions).is_file():
+        print(
+            f"--questions {args.questions}: no such file (voicepipe train draft-questions "
+            "writes one)",
+            file=sys.stderr,
+        )
+        return 2
     return run(args)

@@ -66,6 +66,7 @@ def clean(text: str) -> str:
 
 
 def done_keys(path: Path) -> set[str]:
+    """The instructions (topic|style) a file already holds an answer to, usable or not."""
     if not path.exists():
         return set()
     return {json.loads(x)["key"] for x in path.read_text(encoding="utf-8").splitlines() if x}
