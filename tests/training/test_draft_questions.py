@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from voicepipe.training.draft_data_prompts import benchmark_prompts
-from voicepipe.training.draft_questions import clean, done_keys, instructions, load
+from voicepipe.training.draft_data_prompts import benchmark_prompts, file_prompts
+from voicepipe.training.draft_questions import clean, done_keys, instructions
 from voicepipe.training.draft_topics import STYLES, topics
 
 
@@ -54,7 +54,7 @@ def test_load_drops_empties_duplicates_and_benchmark_prompts(tmp_path) -> None:
     ]
     path = tmp_path / "questions.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert load(path) == ["Why do onions grow in layers?", "How long do tortoises live?"]
+    assert file_prompts(path) == ["Why do onions grow in layers?", "How long do tortoises live?"]
     assert done_keys(path) == {r["key"] for r in rows}  # tried, usable or not
     assert done_keys(tmp_path / "none.jsonl") == set()
 
@@ -70,6 +70,6 @@ def test_the_committed_shard_answers_no_benchmark_prompt() -> None:
     shard = default_dir("qwen2.5-coder-1.5b")
     asked = [str(q) for f in sorted(shard.glob("part_*.npz")) for q in np.load(f)["question"]]
     assert len(asked) > 15000
-    assert len(load(shard / "questions.jsonl")) > 2000
+    assert len(file_prompts(shard / "questions.jsonl")) > 2000
     for name, bench in benchmark_prompts().items():
         assert not overlaps(asked, bench), name

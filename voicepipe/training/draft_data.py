@@ -159,7 +159,9 @@ def single_replies(
         yield job.done(out, bool(out) and out[-1] in stop)
 
 
-def _engine(cfg: Any, model: str, max_len: int) -> Any:
+def serving_engine(cfg: Any, model: str, max_len: int) -> Any:
+    """The target as the server loads it (config [llm] weights and threads), no drafter,
+    with a prefix cache."""
     from voicepipe.nn.llm.engine import load_engine
 
     c = cfg.llm
@@ -196,7 +198,7 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    from voicepipe.training.draft_data_prompts import data_prompts
+    from voicepipe.training.draft_data_prompts import data_prompts, file_prompts
 
     cfg = args.config
     model = args.model or cfg.llm.model
@@ -207,14 +209,12 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"{n} gen files written to {args.features}", flush=True)
         return 0
-    eng = _engine(cfg, model, args.max_len)
+    eng = serving_engine(cfg, model, args.max_len)
     prefix, render = served_prompts(cfg, eng)
     eng.share_prefix(prefix)  # computed once; every row copies it
     stop = set(eng.tokenizer.stop_ids)
     if args.questions:  # the target's own questions (train draft-questions)
-        from voicepipe.training.draft_questions import load
-
-        questions = load(Path(args.questions))
+        questions = file_prompts(Path(args.questions))
     else:
         questions = data_prompts(args.n_prompts, seed=args.seed)
     if args.check:

@@ -81,3 +81,19 @@ def data_prompts(n: int = 0, seed: int = 0) -> list[str]:
     """The first ``n`` prompts (0: all) of the seeded list; a prefix of a longer list."""
     got = _all(seed)
     return list(got[:n] if n else got)
+
+
+def file_prompts(path: Path) -> list[str]:
+    """The usable questions of a ``train draft-questions`` file (JSON lines, ``question``
+    empty where the model wrote none usable), in its order, each once (normalised), none
+    that is or holds a benchmark's prompt."""
+    qs = [json.loads(x)["question"] for x in path.read_text(encoding="utf-8").splitlines() if x]
+    bench = [p for ps in benchmark_prompts().values() for p in ps]
+    bad = set(overlaps([q for q in qs if q], bench))
+    out, seen = [], set()
+    for q in qs:
+        k = norm(q)
+        if q and q not in bad and k not in seen:
+            seen.add(k)
+            out.append(q)
+    return out

@@ -9,7 +9,8 @@ moved the open-question speedup by hundredths. What widens the band is other que
 asked the way people ask them; this writes them with the target itself: for every
 topic and asking style of ``draft_topics``, one greedy question, eight rows a pass
 (``draft_data.batched_replies``), cleaned, deduplicated, and never one that is or holds a
-benchmark's prompt. ``train draft-data --questions FILE`` then answers them.
+benchmark's prompt. ``train draft-data --questions FILE`` then answers them
+(``draft_data_prompts.file_prompts`` reads the file).
 
 The file is JSON lines (``{"key": topic|style, "question": ...}``, one per instruction,
 ``question`` empty where the output was no usable question) appended as rows finish,
@@ -26,7 +27,6 @@ import time
 from pathlib import Path
 
 from voicepipe.training import draft_shard as shard
-from voicepipe.training.draft_prompts import norm
 from voicepipe.training.draft_topics import STYLES, topics
 
 SYSTEM = "You write the questions people ask a voice assistant out loud."
@@ -72,25 +72,8 @@ def done_keys(path: Path) -> set[str]:
     return {json.loads(x)["key"] for x in path.read_text(encoding="utf-8").splitlines() if x}
 
 
-def load(path: Path) -> list[str]:
-    """The usable questions of a file this command wrote, in its order, each once
-    (normalised), none that is or holds a benchmark's prompt."""
-    from voicepipe.training.draft_data_prompts import benchmark_prompts, overlaps
-
-    qs = [json.loads(x)["question"] for x in path.read_text(encoding="utf-8").splitlines() if x]
-    bench = [p for ps in benchmark_prompts().values() for p in ps]
-    bad = set(overlaps([q for q in qs if q], bench))
-    out, seen = [], set()
-    for q in qs:
-        k = norm(q)
-        if q and q not in bad and k not in seen:
-            seen.add(k)
-            out.append(q)
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    from voicepipe.training.draft_data import _engine, batched_replies
+    from voicepipe.training.draft_data import batched_replies, serving_engine
 
     cfg = args.config
     model = args.model or cfg.llm.model
@@ -101,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"{out}: {len(have)} instructions done, {len(todo)} to go", flush=True)
     if not todo:
         return 0
-    eng = _engine(cfg, model, 512)
+    eng = serving_engine(cfg, model, 512)
     tok = eng.tokenizer
     prefix = tok.chat_ids([{"role": "system", "content": SYSTEM}], add_generation_prompt=False)
     keys: dict[str, str] = {}
