@@ -65,16 +65,21 @@ def _all(seed: int) -> tuple[str, ...]:
     r = random.Random(seed)
     merged = [*old, *new]
     r.shuffle(merged)
+    return tuple(_usable(merged))
+
+
+def _usable(prompts: list[str]) -> list[str]:
+    """``prompts`` in order, each once (normalised), without empties and without any
+    that is or holds a benchmark's prompt."""
     bench = [p for ps in benchmark_prompts().values() for p in ps]
-    bad = set(overlaps(merged, bench))
+    bad = set(overlaps([p for p in prompts if p], bench))
     out, seen = [], set()
-    for p in merged:
+    for p in prompts:
         k = norm(p)
-        if p in bad or k in seen:
-            continue
-        seen.add(k)
-        out.append(p)
-    return tuple(out)
+        if p and p not in bad and k not in seen:
+            seen.add(k)
+            out.append(p)
+    return out
 
 
 def data_prompts(n: int = 0, seed: int = 0) -> list[str]:
@@ -87,13 +92,5 @@ def file_prompts(path: Path) -> list[str]:
     """The usable questions of a ``train draft-questions`` file (JSON lines, ``question``
     empty where the model wrote none usable), in its order, each once (normalised), none
     that is or holds a benchmark's prompt."""
-    qs = [json.loads(x)["question"] for x in path.read_text(encoding="utf-8").splitlines() if x]
-    bench = [p for ps in benchmark_prompts().values() for p in ps]
-    bad = set(overlaps([q for q in qs if q], bench))
-    out, seen = [], set()
-    for q in qs:
-        k = norm(q)
-        if q and q not in bad and k not in seen:
-            seen.add(k)
-            out.append(q)
-    return out
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return _usable([json.loads(x)["question"] for x in lines if x])
