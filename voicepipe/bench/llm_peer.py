@@ -183,15 +183,13 @@ def interleaved_row(m, name: str, ids: list[int], rounds: int, threads: int) -> 
             return row
         finally:
             stdin.close()
-    ours.sort()
-    theirs.sort()
     o, t = _median(ours), _median(theirs)
     row.update(
         tokens=len(ours),
         decode_tok_s_median=round(1 / o, 1),
         peer_tok_s_median=round(1 / t, 1),
         ratio_median=round(t / o, 2),
-        ratio_best=round(theirs[0] / ours[0], 2),
+        ratio_best=round(min(theirs) / min(ours), 2),
         rounds=per_round,
     )
     return row
