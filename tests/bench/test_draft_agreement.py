@@ -25,13 +25,17 @@ def replies():
 
 
 def test_a_trained_draft_agrees_and_an_untrained_one_does_not(replies) -> None:
-    from voicepipe.bench.draft_agreement import agreement, features
+    from voicepipe.bench.draft_agreement import PROMPT_CTX, agreement
+    from voicepipe.bench.draft_agreement import samples as make_samples
     from voicepipe.nn.llm.draft_model import EagleDraft
     from voicepipe.nn.llm.draft_spec import load_draft
 
     model, pairs = replies
-    samples = [(ids + ref, len(ids), features(model, ids, ref)) for ids, ref in pairs]
-    assert all(len(f) == len(t) - 1 for t, _, f in samples)
+    samples = make_samples(model, pairs)
+    assert len(samples) == len(pairs)
+    for s, (ids, ref) in zip(samples, pairs, strict=True):  # the window the draft trained on
+        assert s["tokens"].tolist() == (ids + ref)[len(ids) - PROMPT_CTX :]
+        assert s["prompt_len"] == PROMPT_CTX and len(s["feats"]) == len(s["tokens"]) - 1
     emb = model.embed.float()
     trained = load_draft("smollm2-draft").float().eval()
     got = agreement(trained, emb, samples)

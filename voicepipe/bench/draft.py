@@ -201,15 +201,15 @@ def run(args: argparse.Namespace) -> int:
 def _agreement(report: dict, m, eagles: dict[str, str], pairs: list) -> None:
     """Each EAGLE drafter row's teacher-forced first-guess agreement (bench.draft_agreement)
     along the plain replies, computed once per draft."""
-    from voicepipe.bench.draft_agreement import agreement, features
+    from voicepipe.bench.draft_agreement import agreement, samples
     from voicepipe.nn.llm.draft_spec import load_draft
 
-    samples = [(ids + ref, len(ids), features(m, ids, ref)) for ids, ref in pairs if ref]
+    rows = samples(m, pairs)
     emb = m.embed.float()
     done: dict[str, dict] = {}
     for row, name in eagles.items():
         if name not in done:
-            done[name] = agreement(load_draft(name).float().eval(), emb, samples)
+            done[name] = agreement(load_draft(name).float().eval(), emb, rows)
         report["drafters"][row]["agreement"] = done[name]
 
 

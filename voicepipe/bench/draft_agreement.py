@@ -24,23 +24,29 @@ from typing import Any
 PROMPT_CTX = 12
 
 
-def features(model: Any, prompt: list[int], reply: list[int]) -> Any:
-    """The target's feature at positions 0 … n-2 of prompt + reply (row i scores token
-    i + 1), from one prefill on a FeatureTarget of ``model``."""
+def samples(model: Any, pairs: list[tuple[list[int], list[int]]]) -> list[dict[str, Any]]:
+    """The fit's samples (``draft_features``: tokens, prompt length, the target's features)
+    for (prompt, reply) pairs, each from one prefill on a single FeatureTarget, trimmed to
+    the last PROMPT_CTX prompt tokens as the draft trained."""
     from voicepipe.nn.llm.draft_spec import FeatureTarget
+    from voicepipe.training import draft_features
+    from voicepipe.training.draft_shard import Reply
 
-    toks = prompt + reply
-    ft = FeatureTarget(model, len(toks) + 1)
-    ft.prefixes = None  # nothing shared: one pass over the whole sequence
-    ft.prefill(toks[:-1])
-    assert ft.feats is not None  # a FeatureTarget keeps them
-    return ft.feats[: len(toks) - 1].clone()
+    ft = FeatureTarget(model, max(len(p) + len(r) for p, r in pairs) + 1)
+    ft.prefixes = None  # the previous pair's prompt is the only prefix kept (as the export)
+    return [
+        draft_features.trim(
+            draft_features.sample(ft, Reply.ask(str(i), p).done(r, True)), PROMPT_CTX
+        )
+        for i, (p, r) in enumerate(pairs)
+        if r
+    ]
 
 
-def agreement(draft: Any, emb: Any, samples: list[tuple[list[int], int, Any]]) -> dict[str, Any]:
-    """First-guess agreement of ``draft`` over ``samples`` of (tokens, prompt length,
-    features): the input at position i is (feature i, embedding of token i + 1), its
-    guess is for token i + 2; counted where token i + 2 is a reply token."""
+def agreement(draft: Any, emb: Any, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """First-guess agreement of ``draft`` over ``samples`` (``samples()``): the input at
+    position i is (feature i, embedding of token i + 1), its guess is for token i + 2;
+    counted where token i + 2 is a reply token."""
     import torch
 
     vocab = draft.vocab.long()
@@ -49,17 +55,15 @@ def agreement(draft: Any, emb: Any, samples: list[tuple[list[int], int, Any]]) -
     inside = torch.zeros(emb.shape[0], dtype=torch.bool)
     inside[vocab] = True
     with torch.no_grad():
-        for toks, plen, feats in samples:
-            lo = max(0, plen - PROMPT_CTX)  # the draft's window, as it trained
-            t = torch.tensor(toks[lo:], dtype=torch.long)
-            f = feats[lo:].float()
+        for s in samples:
+            t, f, plen = s["tokens"].long(), s["feats"].float(), s["prompt_len"]
             m = len(t) - 2  # inputs i = 0 … m-1 predict t[i + 2]
             if m <= 0:
                 continue
             pred = draft(f[:m].unsqueeze(0), emb[t[1 : m + 1]].float().unsqueeze(0))[0]
             guess = vocab[(pred @ head.T).argmax(-1)]
             want = t[2 : m + 2]
-            reply = torch.arange(m) + 2 + lo >= plen
+            reply = torch.arange(m) + 2 >= plen
             ok = (guess == want) & reply
             hit += int(ok.sum())
             n += int(reply.sum())
