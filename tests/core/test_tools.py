@@ -73,6 +73,9 @@ CASES = [
         [ToolCall("set_timer", {"minutes": 10})],
     ),  # fmt: skip
     ("<tools></tools>", [BadCall("", 'empty: write {"name": …, "arguments": {…}} in the tags')]),
+    # Braces inside an argument's string are text, not the call's own (bare and doubled).
+    ('{"name": "note", "arguments": {"text": "}"}}', [ToolCall("note", {"text": "}"})]),
+    ('{{"name": "note", "arguments": {"text": "a}b{"}}}}', [ToolCall("note", {"text": "a}b{"})]),
     # A reply cut off inside a call still made it (and says nothing of it).
     (
         '<tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}',

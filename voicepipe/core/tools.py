@@ -22,7 +22,7 @@ LLM stage drives both (``voicepipe/stages/llm/stage.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,19 +217,18 @@ class CallSplitter:
 
 
 def _one_brace(text: str) -> str:
-    """``{{"name": …}}`` (the doubled braces of a template's literal) → ``{"name": …}``."""
+    """``{{"name": …}}`` (the doubled braces of a template's literal) → ``{"name": …}``.
+    Only braces outside strings count: an argument may hold "}"."""
     t = text.strip()
     while t.startswith("{{"):
         t = t[1:]
-    while t.endswith("}}") and t.count("}") > t.count("{"):
+    while t.endswith("}}") and _depth(t) < 0:
         t = t[:-1]
     return t
 
 
-def _balanced_end(text: str) -> int | None:
-    """Index just past the JSON-ish object ``text`` starts with, once its braces (outside
-    strings) balance; None while it is still open."""
-    depth = 0
+def _braces(text: str) -> Iterator[tuple[int, int]]:
+    """(index, +1 or -1) for each brace of ``text`` outside JSON strings."""
     in_str = esc = False
     for i, c in enumerate(text):
         if in_str:
@@ -241,12 +240,23 @@ def _balanced_end(text: str) -> int | None:
                 in_str = False
         elif c == '"':
             in_str = True
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+        elif c in "{}":
+            yield i, 1 if c == "{" else -1
+
+
+def _depth(text: str) -> int:
+    """Opening less closing braces of ``text``, outside strings."""
+    return sum(d for _, d in _braces(text))
+
+
+def _balanced_end(text: str) -> int | None:
+    """Index just past the JSON-ish object ``text`` starts with, once its braces (outside
+    strings) balance; None while it is still open."""
+    depth = 0
+    for i, d in _braces(text):
+        depth += d
+        if depth == 0:
+            return i + 1
     return None
 
 
