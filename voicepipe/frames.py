@@ -165,8 +165,14 @@ class SpeechEnd(Frame):
 
 @dataclass(kw_only=True)
 class TranscriptPartial(Frame):
+    """A partial transcript of the open turn (core/turns/partials.py): ``text`` to show
+    (committed words + the newest decode's tail), ``stable_prefix`` the committed words as
+    the newest decode spells them, ``heard`` that decode's own text (what the LLM's
+    streaming prefill feeds: the final most likely repeats its spelling)."""
+
     text: str
     stable_prefix: str = ""
+    heard: str = ""
     level_db: float | None = None  # the turn's speech level so far (core/turns/level.py)
 
 

@@ -592,7 +592,11 @@ class AsrStage(Stage):
         self.stats["partials"] += 1
         await self.push(
             TranscriptPartial(
-                turn_id=turn.id, text=p.text, stable_prefix=p.stable, level_db=turn.level_db
+                turn_id=turn.id,
+                text=p.text,
+                stable_prefix=p.agreed,
+                heard=p.heard,
+                level_db=turn.level_db,
             )
         )
         return True

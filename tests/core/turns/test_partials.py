@@ -50,6 +50,21 @@ def test_committed_words_survive_a_disagreeing_hypothesis():
     assert p.text == "What is the weather like in Paris"  # the tail follows the newest
 
 
+def test_agreed_words_take_the_newest_spelling_for_the_llm():
+    sp = StablePrefix()
+    sp.update("turn on the")
+    sp.update("turn on the kitchen")
+    p = sp.update("Turn on the kitchen lights.")
+    assert p.stable == "turn on the kitchen"  # shown as first committed: no flicker
+    assert p.text == "turn on the kitchen lights."
+    assert p.agreed == "Turn on the kitchen"  # what the final most likely repeats
+    assert p.heard == "Turn on the kitchen lights."
+    # A newest hypothesis that disagrees with a committed word: the committed spelling.
+    p = sp.update("Tern on a kitchen light")
+    assert p.agreed == p.stable == "turn on the kitchen"
+    assert p.heard == "Tern on a kitchen light"
+
+
 def test_last_word_cut_mid_word_is_not_committed():
     sp = StablePrefix()
     sp.update("Tell me a sh-")
@@ -71,4 +86,6 @@ def test_stable_only_grows_and_prefixes_the_text(hyps):
         assert stable[: len(prev_stable)] == prev_stable
         assert p.stable.startswith(" ".join(prev_stable))
         assert p.text.split()[: len(stable)] == stable
+        assert [word_key(w) for w in p.agreed.split()] == [word_key(w) for w in stable]
+        assert p.heard == " ".join(h)
         prev_stable = stable

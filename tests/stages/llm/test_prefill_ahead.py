@@ -207,3 +207,27 @@ async def test_a_pause_on_the_last_partials_words_posts_its_p_end_before_the_pas
     assert p_end["rows"] == stage.ahead._suffix_len() > 0
     assert _span(got, "llm.ttft", 1).attrs["preempt"] == "kept"
     assert _span(got, "llm.ttft", 1).attrs["prefilled"] == 0
+
+
+async def test_a_partial_without_the_finals_capital_still_leaves_its_words_in_the_cache(
+    cfg, engine
+) -> None:
+    # Whisper often writes a partial of audio cut mid-sentence in lower case; the final of
+    # the whole turn then begins with a capital.
+    ref = await _turns(
+        LlmStage(_with(cfg, prefill_ahead=True, preempt=False), engine.fork()),
+        [[TranscriptFinal(turn_id=1, text=Q1)]],
+    )
+    stage = LlmStage(_with(cfg, prefill_ahead=True, preempt=False), engine.fork())
+    got = await _turns(
+        stage,
+        [
+            [
+                *_partials(1, ["what is", "what is the capital of"]),
+                TranscriptFinal(turn_id=1, text=Q1),
+            ]
+        ],
+    )
+    assert _reply(got, 1) == _reply(ref, 1) != ""
+    ahead = _span(got, "llm.prefill_ahead", 1).attrs
+    assert ahead["kept"] >= 5 and ahead["rolled_back"] == 0  # "What is the capital of"

@@ -54,6 +54,14 @@ def unstable_words(partial: str, final: str) -> int:
 class Partial:
     text: str  # what to show: stable + tail
     stable: str  # committed words; only ever grows within a turn
+    # The committed words as the newest hypothesis spells them (case, punctuation), when it
+    # agrees with all of them (else as committed), and that hypothesis itself: what the
+    # final, a decode of still more audio, most likely repeats. The streaming prefill feeds
+    # these: a committed "turn on the" from an early decode against the final's "Turn on
+    # the kitchen lights." differs in its first token, and the LLM's cache would keep none
+    # of the user's words.
+    agreed: str = ""
+    heard: str = ""
 
 
 class StablePrefix:
@@ -71,8 +79,15 @@ class StablePrefix:
                 # Extend, keeping the committed words exactly as first shown.
                 self.committed = self.committed + words[len(self.committed) : n]
         self._prev = words
-        tail = words[len(self.committed) :]
-        return Partial(text=" ".join(self.committed + tail), stable=" ".join(self.committed))
+        n = len(self.committed)
+        tail = words[n:]
+        agreed = words[:n] if agreement(self.committed, words) == n else self.committed
+        return Partial(
+            text=" ".join(self.committed + tail),
+            stable=" ".join(self.committed),
+            agreed=" ".join(agreed),
+            heard=" ".join(words),
+        )
 
     @property
     def stable(self) -> str:

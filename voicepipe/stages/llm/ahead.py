@@ -125,7 +125,11 @@ class PrefillAhead:
         if not text.strip() or not self.usable or turn < self.turn:
             return
         self._new_turn(turn)
-        self._want = text.strip()
+        text = text.strip()
+        # Whisper begins a final with a capital; a partial of audio cut mid-sentence often
+        # does not ("turn on the" against the final's "Turn on the kitchen lights."), and
+        # the first token differing, the cache would keep none of the user's words.
+        self._want = text[:1].upper() + text[1:]
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._background(), name=f"llm:ahead:{turn}")
 
@@ -171,6 +175,7 @@ class PrefillAhead:
         p = None
         t0 = t1 = now_ns()
         rows = -1
+        narrowed = 0
         early = False
         posted = t0
         text = text.strip()
@@ -186,12 +191,14 @@ class PrefillAhead:
                 )
                 early, posted = True, now_ns()
             before = self.local.engine.target.prefilled
+            narrowed = getattr(self.local.engine.target, "narrowed", 0)
             try:
                 p = await self._pass(text, background=False)
             except Exception as e:
                 self.errors += 1
                 log.warning("prefill ahead (pause) failed: %r", e)
             rows = self.local.engine.target.prefilled - before
+            narrowed = getattr(self.local.engine.target, "narrowed", 0) - narrowed
             if p is None and known is not None:
                 p = known  # (the pass failed, or was not needed: the estimate stands)
         if self.board is not None and not early:
@@ -203,13 +210,15 @@ class PrefillAhead:
         # where the estimate's time went: the background pass's end, then its own pass;
         # rows: the tokens that pass ran (-1: no pass tried); known: P(end) came from a
         # background pass over the same words, posted before this pass; post_ms: when
-        # the endpointer could have it
+        # the endpointer could have it; narrowed: its passes that got one thread of the
+        # two they wanted (another model call was in flight)
         self.pause_timing = {
             "stop_ms": (t1 - t0) / 1e6,
             "pass_ms": (now_ns() - t1) / 1e6,
             "post_ms": (posted - t0) / 1e6,
             "rows": float(rows),
             "known": float(early),
+            "narrowed": float(narrowed),
         }
         return p
 

@@ -253,7 +253,8 @@ class LlmStage(Stage):
             # ``all``: the whole partial, not only its agreed words: the cache keeps the
             # common token prefix of a revision, and a pause whose transcript is the last
             # partial's text finds its P(end) read already (ahead.on_pause).
-            words = frame.text if self.cfg.llm.prefill_partials == "all" else frame.stable_prefix
+            every = self.cfg.llm.prefill_partials == "all"
+            words = (frame.heard or frame.text) if every else frame.stable_prefix
             await self.ahead.on_partial(frame.turn_id, words)
             return
         if not isinstance(frame, TranscriptFinal) or not frame.text.strip() or not conv.auto_reply:
