@@ -93,7 +93,10 @@ class VadConfig:
 class AsrConfig:
     model: str = "whisper-tiny.en"
     compute_type: str = "int8"
-    threads: int = 2
+    # CTranslate2's threads for a decode. tiny.en decodes faster on one than on two (Zen 4,
+    # 2026-11-28: 91 against 107 ms a clip of the hard set, the same text; pause decodes in
+    # `bench turns` 58-81 against 69-96 ms), and the other core stays free for the LLM.
+    threads: int = 1
     # Beam search for the decodes that become text the LLM reads (finals, early finals,
     # pause decodes); partials, re-decoded every partial_interval_ms, stay greedy.
     beam_size: int = 1
@@ -124,7 +127,12 @@ class TurnsConfig:
     # vad.end_silence_ms; the reply is released when the final transcript agrees and
     # dropped when it does not (or the user speaks on). See docs/BENCHMARKS.md (bench e2e).
     preempt: bool = True
-    preempt_after_ms: int = 160
+    # 64 = asr.early_final_ms: the pause's text goes out the moment its decode is done, so
+    # the LLM's pass over it (P(end), the reply's prompt) starts then, not at a fixed mark
+    # after it (160 until 2026-11-28: on this Zen 4 the decode ends 120-150 ms in; a
+    # complete turn's end 12-35 ms sooner on `bench turns --set tuning`, no paused turn
+    # more cut, no decode more: below early_final_ms it would add one a pause).
+    preempt_after_ms: int = 64
     # Barge-in during a reply by words, not speech onset alone (core/turns/overlap.py): a
     # backchannel ("mm-hmm", a cough) or the assistant's own echo lets the reply go on;
     # false: any speech onset cuts the reply.
