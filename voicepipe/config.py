@@ -94,8 +94,8 @@ class AsrConfig:
     model: str = "whisper-tiny.en"
     compute_type: str = "int8"
     # CTranslate2's threads for a decode. tiny.en decodes faster on one than on two (Zen 4,
-    # 2026-11-28: 91 against 107 ms a clip of the hard set, the same text; pause decodes in
-    # `bench turns` 58-81 against 69-96 ms), and the other core stays free for the LLM.
+    # 2026-11-28, `bench turns --variant asr.threads=2 --variant asr.threads=1`: pause
+    # decodes 58-85 against 69-96 ms, the same text), and the other core stays the LLM's.
     threads: int = 1
     # Beam search for the decodes that become text the LLM reads (finals, early finals,
     # pause decodes); partials, re-decoded every partial_interval_ms, stay greedy.
