@@ -126,6 +126,15 @@ def _timed_steps(eng, ids: list[int], n: int) -> float:
     return best_d / best_t
 
 
+def draft_of(drafter: str) -> str:
+    """The EAGLE draft a ``llm.drafter`` setting names ("ngram+<draft>" or "<draft>"), or ""
+    when it names none ("ngram", "none"): the draft that belongs to the config's model."""
+    from voicepipe.speculative.drafter import HYBRID
+
+    name = drafter.removeprefix(HYBRID)
+    return "" if name in ("", "ngram", "none") else name
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -141,7 +150,12 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     cfg = args.config.llm
-    draft = args.draft
+    draft = args.draft or draft_of(cfg.drafter)
+    if not draft:
+        raise SystemExit(
+            f"bench replay: the config's drafter {cfg.drafter!r} has no EAGLE draft; "
+            "name one with --draft (e.g. --draft qwen2.5-coder-1.5b-draft)"
+        )
     eng = E.load_engine(cfg.model, cfg.weights, f"{HYBRID}{draft}", k=cfg.spec_k, max_len=2048)
     tok = eng.tokenizer
     system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
@@ -265,7 +279,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--n", type=int, default=40, help="prompts (default 40; grounded has 4)")
     p.add_argument("--max-new", type=int, default=160, help="reply cap (default 160)")
-    p.add_argument("--draft", default="smollm2-draft", help="EAGLE draft (default smollm2-draft)")
+    p.add_argument(
+        "--draft",
+        default="",
+        help="EAGLE draft (default: the config's llm.drafter's, e.g. qwen2.5-coder-1.5b-draft "
+        "for the default 1.5B, smollm2-draft with --config configs/fast.toml)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.set_defaults(func=run)
