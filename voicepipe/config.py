@@ -95,7 +95,7 @@ class AsrConfig:
     compute_type: str = "int8"
     # CTranslate2's threads for a decode. tiny.en decodes faster on one than on two (Zen 4,
     # 2026-11-28, `bench turns --variant asr.threads=2 --variant asr.threads=1`: pause
-    # decodes 58-85 against 69-96 ms, the same text), and the other core stays the LLM's.
+    # decodes 58-85 against 63-96 ms, the same text), and the other core stays the LLM's.
     threads: int = 1
     # Beam search for the decodes that become text the LLM reads (finals, early finals,
     # pause decodes); partials, re-decoded every partial_interval_ms, stay greedy.
