@@ -11,3 +11,4 @@ def test_the_default_draft_follows_the_configs_drafter() -> None:
     assert draft_of("ngram+smollm2-draft") == "smollm2-draft"  # configs/fast.toml's
     assert draft_of("smollm2-draft") == "smollm2-draft"
     assert draft_of("ngram") == draft_of("none") == ""  # no draft: the bench asks for one
+    assert draft_of("ngram+smollm2-135m") == ""  # a GGUF draft model, not an EAGLE draft

@@ -127,12 +127,13 @@ def _timed_steps(eng, ids: list[int], n: int) -> float:
 
 
 def draft_of(drafter: str) -> str:
-    """The EAGLE draft a ``llm.drafter`` setting names ("ngram+<draft>" or "<draft>"), or ""
-    when it names none ("ngram", "none"): the draft that belongs to the config's model."""
-    from voicepipe.speculative.drafter import HYBRID
+    """The EAGLE draft a ``llm.drafter`` setting names (``DrafterSpec.parse``), or "" when
+    it names none ("ngram", "none", a GGUF draft model): the config's model's draft."""
+    from voicepipe.nn.llm.draft_spec import is_eagle_draft
+    from voicepipe.speculative.drafter import DrafterSpec
 
-    name = drafter.removeprefix(HYBRID)
-    return "" if name in ("", "ngram", "none") else name
+    spec = DrafterSpec.parse(drafter, is_eagle=is_eagle_draft)
+    return spec.name if spec.kind == "eagle" else ""
 
 
 def run(args: argparse.Namespace) -> int:
