@@ -222,8 +222,9 @@ def _one_brace(text: str) -> str:
     t = text.strip()
     while t.startswith("{{"):
         t = t[1:]
-    while t.endswith("}}") and _depth(t) < 0:
-        t = t[:-1]
+    surplus = -_depth(t)
+    while surplus > 0 and t.endswith("}}"):
+        t, surplus = t[:-1], surplus - 1
     return t
 
 
