@@ -7,14 +7,15 @@ import json
 
 from voicepipe.training.draft_data_prompts import benchmark_prompts, file_prompts
 from voicepipe.training.draft_questions import clean, done_keys, instructions
-from voicepipe.training.draft_topics import STYLES, topics
+from voicepipe.training.draft_topics import ASKERS, STYLES, topics
 
 
 def test_every_topic_is_asked_once_in_every_style() -> None:
     got = instructions()
     ts = topics()
     assert len(ts) == len({t.lower() for t in ts}) > 300
-    assert len(got) == len({k for k, _ in got}) == len(ts) * len(STYLES)
+    n1 = len(ts) * len(STYLES)
+    assert len(got) == len({k for k, _ in got}) == n1 * (1 + len(ASKERS))
     # The first round asks each topic once, and already in every style.
     first = got[: len(ts)]
     assert {k.split("|")[0] for k, _ in first} == set(ts)
@@ -22,6 +23,16 @@ def test_every_topic_is_asked_once_in_every_style() -> None:
     key, text = got[0]
     topic, style = key.split("|")
     assert f"{style} {topic}," in text and text.endswith("Reply with the question only.")
+    # The second pass: every topic in every (style, asker) pair, its first round all topics.
+    second = got[n1:]
+    assert all(len(k.split("|")) == 3 for k, _ in second)
+    for t in (ts[0], ts[-1]):
+        pairs = {tuple(k.split("|")[1:]) for k, _ in second if k.split("|")[0] == t}
+        assert pairs == {(s, a) for s in STYLES for a in ASKERS}
+    assert {k.split("|")[0] for k, _ in second[: len(ts)]} == set(ts)
+    key, text = second[0]
+    topic, style, asker = key.split("|")
+    assert f"{style} {topic}, asked by someone {asker}, as a person" in text
 
 
 def test_clean_keeps_one_question_or_request() -> None:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from voicepipe.training import draft_shard as shard
-from voicepipe.training.draft_topics import STYLES, topics
+from voicepipe.training.draft_topics import ASKERS, STYLES, topics
 
 SYSTEM = "You write the questions people ask a voice assistant out loud."
 # Questions about the assistant rather than the topic ("Can the voice assistant tell me...").
@@ -35,20 +35,23 @@ _META = re.compile(r"\b(?:voice assistant|AI|assistant)\b", re.I)
 
 
 def instructions() -> list[tuple[str, str]]:
-    """(key, instruction) for every topic and style, in rounds: each round asks every
-    topic once, in a style that turns with the topic, so any prefix of the list (``--n``)
-    spans all topics and styles."""
+    """(key, instruction) for every topic and style, then for every topic, style and
+    asker, in rounds: each round asks every topic once, in a style (and asker) that turns
+    with the topic, so any prefix of either pass (``--n``) spans all topics and styles.
+    The first pass's keys are ``topic|style``, the second's ``topic|style|asker``."""
     out = []
     ts = topics()
+    ask = "as a person would say it out loud. Reply with the question only."
     for i in range(len(STYLES)):
         for j, topic in enumerate(ts):
             style = STYLES[(i + j) % len(STYLES)]
-            text = (
-                f"Write one {style} {topic}, "
-                "as a person would say it out loud. "
-                "Reply with the question only."
-            )
-            out.append((f"{topic}|{style}", text))
+            out.append((f"{topic}|{style}", f"Write one {style} {topic}, {ask}"))
+    for r in range(len(STYLES) * len(ASKERS)):  # every (style, asker) pair once a topic
+        for j, topic in enumerate(ts):
+            style = STYLES[(r + j) % len(STYLES)]
+            asker = ASKERS[(r // len(STYLES) + j) % len(ASKERS)]
+            text = f"Write one {style} {topic}, asked by someone {asker}, {ask}"
+            out.append((f"{topic}|{style}|{asker}", text))
     return out
 
 

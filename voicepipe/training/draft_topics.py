@@ -138,6 +138,25 @@ STYLES: tuple[str, ...] = (
     "question asking for a simple explanation of",
 )
 
+# Who asks, and in what situation: the second pass of questions (``draft_questions``).
+# The first (topic × style) gave 3,123 questions in the 1.5B's own narrow band of
+# openings ("What is the…", "How do I…"); an asker with a situation changes what is asked
+# and how ("I'm on a tight budget, …", "My kid wants to know…").
+ASKERS: tuple[str, ...] = (
+    "who is cooking dinner",
+    "working on a school project",
+    "travelling abroad",
+    "who is a complete beginner",
+    "looking after an elderly parent",
+    "on a tight budget",
+    "in a hurry",
+    "at work",
+    "with a small child",
+    "who just watched a documentary",
+    "in the middle of winter",
+    "who cannot sleep at night",
+)
+
 
 def topics() -> list[str]:
     """Every topic once, in area order (a topic in two areas is asked once)."""
