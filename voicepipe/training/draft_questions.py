@@ -7,7 +7,8 @@ training prompts, but on 50 % on the replies to hand-written open questions
 draft learns the replies to that band. Another few thousand replies of the same series
 moved the open-question speedup by hundredths. What widens the band is other questions,
 asked the way people ask them; this writes them with the target itself: for every
-topic and asking style of ``draft_topics``, one greedy question, eight rows a pass
+topic and asking style of ``draft_topics``, one greedy question, then the same again
+asked by someone in each of its situations (``ASKERS``), eight rows a pass
 (``draft_data.batched_replies``), cleaned, deduplicated, and never one that is or holds a
 benchmark's prompt. ``train draft-data --questions FILE`` then answers them
 (``draft_data_prompts.file_prompts`` reads the file).
