@@ -72,3 +72,12 @@ def test_bench_replay_prices_the_engines_tree_and_the_chain() -> None:
     assert pol["eagle"]["passes"] <= pol["eagle_chain"]["passes"]
     assert r["first_guess"]["eagle_by_confidence"]
     assert sum(n for n, _ in r["first_guess"]["store_by_share"].values()) > 0  # the store traced
+    # The oracles bound every policy: no rule over the same sites runs fewer passes, and
+    # the draft alone can do no better than every source together.
+    for name, p in pol.items():
+        assert pol["oracle"]["passes"] <= p["passes"], name
+    assert pol["oracle"]["passes"] <= pol["oracle_draft"]["passes"] <= pol["eagle_chain"]["passes"]
+    model = r["chain_model"]
+    assert 0 < model["first_guess"] < 1 and model["speedup_at_first_guess"] > 0
+    needed = model["agreement_needed"]
+    assert set(needed) == {"1.5", "1.8", "2.2"} and needed["1.5"] <= needed["1.8"] <= needed["2.2"]

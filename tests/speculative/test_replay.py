@@ -130,3 +130,37 @@ def test_tree_adds_a_row_per_likely_runner_up_and_takes_it_where_the_guesses_fai
     r = R.replay([s, s, s, s], R.eagle_tree(3, 0.4, 0.1), costs, fixed(3))
     # Pass 1 emits 3 (two guesses, a sibling) over 6 rows; then 1 site is left: 1 row.
     assert (r.passes, r.cost) == (2, pytest.approx(1.5 + 0.3 + 1.0))
+
+
+def test_oracle_drafts_the_best_source_exactly_as_far_as_the_reply_confirms() -> None:
+    sites = [
+        R.Site(ngram_order=3, ngram_len=8, ngram_ok=2, eagle_confs=(0.9, 0.9, 0.9), eagle_ok=3),
+        R.Site(ngram_order=3, ngram_len=8, ngram_ok=4, eagle_confs=(0.9, 0.9), eagle_ok=1),
+        R.Site(eagle_confs=(0.1,), eagle_ok=0),
+        R.Site(store_order=4, store_shares=(1.0, 1.0), store_ok=2, eagle_confs=(0.5,), eagle_ok=1),
+    ]
+    pick = R.oracle()
+    assert pick(sites[0], 8) == R.Pick(3, 3, 3)  # the draft's 3 right guesses beat lookup's 2
+    assert pick(sites[1], 8) == R.Pick(4, 4, 0)  # lookup confirms further, for no step
+    assert pick(sites[1], 2) == R.Pick(2, 2, 0)  # K caps it; a tie goes to the free source
+    assert pick(sites[2], 8) == R.Pick(0, 0, 0)  # nothing right: a plain pass
+    assert pick(sites[3], 8) == R.Pick(2, 2, 0)
+    assert R.oracle(lookup=False, replies=False)(sites[1], 8) == R.Pick(1, 1, 1)
+    # No rule over the same sites does better than it.
+    costs = R.Costs([1.0, 1.1, 1.3, 1.5], draft_step=0.05)
+    best = R.replay(sites * 5, pick, costs, fixed(8)).speedup
+    for rule in (R.ngram(), R.eagle(4), R.hybrid(R.ngram(), R.eagle(4), 3)):
+        assert R.replay(sites * 5, rule, costs, fixed(4)).speedup <= best
+
+
+def test_chain_speedup_and_the_agreement_a_goal_needs() -> None:
+    costs = R.Costs([1.0, 1.1, 1.3, 1.5], draft_step=0.05)
+    # α = 0.5, K = 1: 1.5 tokens for 1.1 + 0.05 of a pass.
+    assert R.chain_speedup(0.5, costs, 1) == pytest.approx(1.5 / 1.15)
+    assert R.chain_speedup(1.0, costs, 3) == pytest.approx(4 / 1.65)
+    a = R.agreement_for(1.5, costs, k_max=4)
+    assert max(R.chain_speedup(a, costs, k) for k in range(1, 5)) == pytest.approx(1.5, abs=1e-3)
+    assert R.agreement_for(1.5, costs, k_max=4) < R.agreement_for(1.8, costs, k_max=4)
+    # Unreachable even when every guess holds: 1.0. Free rows make anything reachable.
+    assert R.agreement_for(10.0, costs, k_max=4) == 1.0
+    assert R.agreement_for(2.0, R.Costs([1.0] * 8), k_max=8) == pytest.approx(0.5, abs=0.01)

@@ -32,6 +32,12 @@ traced with max_n 8, so the first rules' rows (max_n 4) may match a longer
 n-gram than that rule did. ``first_guess``: how often each drafter's first
 guess is right, by lookup's match order, by the draft's confidence and by
 the share of the store's occurrences behind its first token.
+``oracle`` / ``oracle_draft``: upper bounds, not policies: every drafter (or
+the EAGLE draft alone) drafting exactly as far as the reply confirms, so no
+rule over these drafters can beat them. ``chain_model``: what a chain whose
+every guess holds with one probability α gets at this run's pass costs, at
+the draft's measured first-guess share (held beside ``eagle_chain``) and the
+α each of ``--goals`` needs: the agreement a draft must reach on this machine.
 Wall-clock speedups stay ``bench llm`` / ``bench draft``'s job: this one
 leaves out per-pass Python overhead and cache effects between passes.
 """
@@ -124,6 +130,22 @@ def _timed_steps(eng, ids: list[int], n: int) -> float:
         cache.rollback(0)
         best_t, best_d = min(best_t, t1 - t0), min(best_d, t2 - t1)
     return best_d / best_t
+
+
+def _chain_model(R, costs, sites: list, goals: str) -> dict:
+    """What a chain drafter whose every guess holds with one probability α gets at this
+    run's pass costs (``spec.replay.chain_speedup``, K ≤ 4): at α = the draft's measured
+    first-guess share (to hold beside the replayed ``eagle_chain``: how far the model is
+    from the real draft), and the α each speedup in ``goals`` needs."""
+    traced = [s for s in sites if s.eagle_confs]
+    alpha = sum(s.eagle_ok > 0 for s in traced) / max(1, len(traced))
+    return {
+        "first_guess": round(alpha, 3),
+        "speedup_at_first_guess": round(
+            max(R.chain_speedup(alpha, costs, k) for k in range(1, 5)), 3
+        ),
+        "agreement_needed": {g: R.agreement_for(float(g), costs, 4) for g in goals.split(",")},
+    }
 
 
 def draft_of(drafter: str) -> str:
@@ -235,6 +257,14 @@ def run(args: argparse.Namespace) -> int:
                 behind_lookup(tree(), replies=R.store(T.store_min_n, p)),
                 hyb,
             )
+
+    # Upper bounds, not policies: every source (or the draft alone) drafted exactly as far
+    # as the reply confirms, at the engine's largest K (the draft is traced 4 deep).
+    def fixed() -> AdaptiveK:
+        return AdaptiveK(T.lookup_k_max, k_max=T.lookup_k_max, adaptive=False)
+
+    policies["oracle"] = (R.oracle(replies=eng.replies is not None), fixed)
+    policies["oracle_draft"] = (R.oracle(lookup=False, replies=False), fixed)
     rows = {}
     for name, (choose, make_k) in policies.items():
         tot = R.Replay()
@@ -259,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
         "draft_step_cost": round(costs.draft_step, 3),
         "policies": rows,
         "first_guess": R.first_guess_accuracy([x for s in sites for x in s]),
+        "chain_model": _chain_model(R, costs, [x for s in sites for x in s], args.goals),
     }
     print(json.dumps(report, indent=None if args.json else 2))
     return 0
@@ -285,6 +316,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="",
         help="EAGLE draft (default: the config's llm.drafter's, e.g. qwen2.5-coder-1.5b-draft "
         "for the default 1.5B, smollm2-draft with --config configs/fast.toml)",
+    )
+    p.add_argument(
+        "--goals",
+        default="1.5,1.8,2.2",
+        help="speedups (comma list) whose needed per-guess agreement chain_model reports "
+        "(default 1.5,1.8,2.2)",
     )
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--json", action="store_true", help="print only the JSON object")

@@ -256,3 +256,50 @@ def first_guess_accuracy(sites: Sequence[Site]) -> dict[str, Any]:
         "eagle_runner_up_when_wrong": [len(wrong), right(1), right(2)],
         "store_by_share": share(stored, labels),
     }
+
+
+def oracle(*, lookup: bool = True, draft: bool = True, replies: bool = True) -> Choice:
+    """The most any rule could get from these drafters: at each site, the source whose
+    proposal the reply confirms furthest, drafted exactly that far, so no row is ever
+    rejected. The draft pays the steps that made its right guesses (and none for a
+    wrong one); prompt lookup and the store cost none. An upper bound of every policy
+    over the same sites (at K ≤ the traced depth), not a policy: no rule knows which
+    guesses hold."""
+
+    def choose(s: Site, k: int) -> Pick:
+        options = [Pick(0, 0, 0)]
+        if lookup and s.ngram_order:
+            options.append(Pick(min(k, s.ngram_ok), min(k, s.ngram_ok), 0))
+        if replies and s.store_order:
+            options.append(Pick(min(k, s.store_ok), min(k, s.store_ok), 0))
+        if draft and s.eagle_confs:
+            n = min(k, s.eagle_ok)
+            options.append(Pick(n, n, n))
+        return max(options, key=lambda p: (p.ok, -p.steps))
+
+    return choose
+
+
+def chain_speedup(alpha: float, costs: Costs, k: int) -> float:
+    """Speedup of a K-token chain whose every guess holds with probability ``alpha``
+    once the ones before it did: expected tokens a pass (1 + α + … + α^K) over the
+    pass's cost (K + 1 rows and K draft steps)."""
+    tokens = sum(alpha**i for i in range(k + 1))
+    return tokens / (costs.verify(k + 1) + k * costs.draft_step)
+
+
+def agreement_for(speedup: float, costs: Costs, k_max: int = 8) -> float:
+    """The per-guess acceptance α a chain needs (at its best K ≤ k_max) to reach
+    ``speedup`` at these pass costs; 1.0 when not even α = 1 reaches it. What a draft
+    has to agree with its target for a goal, read off the machine's own cost curve."""
+
+    def best(a: float) -> float:
+        return max(chain_speedup(a, costs, k) for k in range(1, k_max + 1))
+
+    if best(1.0) < speedup:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(40):  # bisection: best() rises with α
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if best(mid) < speedup else (lo, mid)
+    return round(hi, 3)

@@ -174,8 +174,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--ffn-dim",
         type=int,
         default=0,
-        help="fit: the draft layer's FFN width (default 0: the target's); a narrower one "
-        "starts from the target's strongest channels (a 1.5B target's 8960 makes a 100 MB draft)",
+        help="fit: the draft layer's FFN width (default 0: the target's, or with --init the "
+        "trained draft's); a narrower one starts from the target's strongest channels (a 1.5B "
+        "target's 8960 makes a 100 MB draft); wider than --init's draft keeps its channels and "
+        "adds the target's next-strongest, their outputs starting at zero",
     )
     p.add_argument(
         "--prompt-ctx",

@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from voicepipe.training.draft_features import trim
+from voicepipe.training.draft_ffn import ffn_channels, widen_ffn
 
 
 def _shards(data: Path) -> list[Path]:
@@ -74,18 +75,6 @@ def _load_samples(paths: list[Path], ctx: int = 0) -> list[dict]:
 def _load_more(paths: list[Path], held_prompts: set[int], ctx: int = 0) -> list[dict]:
     """Samples of extra gen dirs, minus replies to the held-out prompts."""
     return [x for x in _load_samples(paths, ctx) if int(x["prompt_index"]) not in held_prompts]
-
-
-def ffn_channels(w13: torch.Tensor, w2: torch.Tensor, n: int) -> torch.Tensor:
-    """The n FFN channels (ascending) of a SwiGLU layer that move the most.
-
-    w13 (2f, dim) gate ‖ up, w2 (dim, f). A channel's output is bounded by its
-    gate and up rows' norms times its down column's norm: a draft narrower than
-    the target's layer starts from the channels that carry the most of it.
-    """
-    f = w2.shape[1]
-    score = w13[:f].norm(dim=1) * w13[f:].norm(dim=1) * w2.norm(dim=0)
-    return torch.sort(torch.topk(score, n).indices).values
 
 
 def _counts(samples: list[dict], V: int) -> torch.Tensor:
@@ -200,12 +189,19 @@ def fit(args: argparse.Namespace) -> int:
         vocab = state["vocab"]
     else:
         vocab = reduced_vocab(_counts(samples, ta.vocab_size), args.vocab, sorted(tok.stop_ids))
+    init = None
+    if args.init:  # fine-tune a trained draft (its weights unless resuming; vocab above)
+        from voicepipe.nn.llm.draft_model import load
+
+        init, _ = load(args.init)
+    # --ffn-dim 0: the trained draft's width when fine-tuning one, else the target's.
+    ffn_dim = args.ffn_dim or (init.args.ffn_dim if init is not None else ta.ffn_dim)
     a = DraftArgs(
         dim=ta.dim,
         n_head=ta.n_head,
         n_kv_head=ta.n_kv_head,
         head_dim=ta.head_dim,
-        ffn_dim=args.ffn_dim or ta.ffn_dim,
+        ffn_dim=ffn_dim,
         n_layer=1,
         rope_base=ta.rope_base,
         norm_eps=ta.norm_eps,
@@ -213,13 +209,13 @@ def fit(args: argparse.Namespace) -> int:
         attn_bias=ta.attn_bias,
     )
     model = EagleDraft(a, vocab)
-    if state is None and args.init:  # fine-tune a trained draft (its weights; vocab above)
-        from voicepipe.nn.llm.draft_model import load
-
-        init, _ = load(args.init)
-        model.load_state_dict(
-            {k: v for k, v in init.state_dict().items() if k != "vocab"}, strict=False
-        )
+    if state is None and init is not None:
+        sd = {k: v for k, v in init.state_dict().items() if k != "vocab"}
+        if init.args.ffn_dim != a.ffn_dim:  # a wider draft that keeps what this one learned
+            src = target.layers[-1]
+            w13, w2 = src.w13.dequantized().float(), src.w2.dequantized().float()
+            sd = widen_ffn(sd, w13, w2, a.ffn_dim)
+        model.load_state_dict(sd, strict=False)
     elif state is None:
         _init_from_target(model, target)
     head = emb[vocab]  # (Vr, dim)

@@ -1,0 +1,60 @@
+"""A draft layer's FFN channels: which of the target's to keep, and widening a trained one.
+
+``ffn_channels`` ranks the target's last layer's channels: a draft narrower than
+that layer starts from the ones that carry the most. ``widen_ffn``: a fine-tune
+that starts from a trained draft (``train draft --init``) with a wider
+``--ffn-dim`` keeps every trained channel and adds the target's next-ranked ones
+(the draft's first fit kept the top-ranked). The new channels' down columns
+start at zero, so the widened draft predicts exactly what the trained one did at
+step 0, and the fit then grows them: more capacity without throwing away what
+the narrow draft learned.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def ffn_channels(w13: torch.Tensor, w2: torch.Tensor, n: int) -> torch.Tensor:
+    """The n FFN channels (ascending) of a SwiGLU layer that move the most.
+
+    w13 (2f, dim) gate ‖ up, w2 (dim, f). A channel's output is bounded by its
+    gate and up rows' norms times its down column's norm: a draft narrower than
+    the target's layer starts from the channels that carry the most of it.
+    """
+    f = w2.shape[1]
+    score = w13[:f].norm(dim=1) * w13[f:].norm(dim=1) * w2.norm(dim=0)
+    return torch.sort(torch.topk(score, n).indices).values
+
+
+def extra_channels(w13: torch.Tensor, w2: torch.Tensor, have: int, want: int) -> torch.Tensor:
+    """The target channels ranked have+1 .. want (ascending): top-``want`` minus top-``have``."""
+    kept = set(ffn_channels(w13, w2, have).tolist())
+    wide = ffn_channels(w13, w2, want).tolist()
+    return torch.tensor([c for c in wide if c not in kept], dtype=torch.long)
+
+
+def widen_ffn(
+    state: dict[str, torch.Tensor], w13: torch.Tensor, w2: torch.Tensor, want: int, layer: int = 0
+) -> dict[str, torch.Tensor]:
+    """``state`` (an EagleDraft state dict) with layer ``layer``'s FFN widened to ``want``.
+
+    w13 (2f, dim) gate ‖ up and w2 (dim, f) are the target's layer the draft started from.
+    The draft's w13 is [gate ; up] of its width h; the result is [gate, new gate ; up, new
+    up] and w2 gains zero columns for the new channels.
+    """
+    k13, k2 = f"layers.{layer}.w13.weight", f"layers.{layer}.w2.weight"
+    d13, d2 = state[k13], state[k2]
+    have, f = d2.shape[1], w2.shape[1]
+    if want <= have:
+        raise ValueError(f"--ffn-dim {want}: the draft is already {have} wide; widen only")
+    if want > f:
+        raise ValueError(f"--ffn-dim {want}: the target's layer has only {f} channels")
+    new = extra_channels(w13, w2, have, want)
+    if len(new) != want - have:  # ties in the ranking: take the next ones in order
+        raise ValueError(f"could not rank {want - have} new channels (got {len(new)})")
+    gate, up = d13[:have], d13[have:]
+    out = dict(state)
+    out[k13] = torch.cat([gate, w13[:f][new].to(d13), up, w13[f:][new].to(d13)])
+    out[k2] = torch.cat([d2, torch.zeros(d2.shape[0], len(new), dtype=d2.dtype)], dim=1)
+    return out
