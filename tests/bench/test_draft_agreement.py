@@ -44,3 +44,16 @@ def test_a_trained_draft_agrees_and_an_untrained_one_does_not(replies) -> None:
     assert got["in_vocab"] >= got["first_guess"] > 0.3, got
     untrained = EagleDraft(trained.args, trained.vocab).float().eval()
     assert agreement(untrained, emb, samples)["first_guess"] < 0.1
+
+
+def test_a_draft_model_is_held_to_the_same_positions(replies) -> None:
+    # The target as its own draft model guesses every token of its greedy replies, and
+    # seldom one of the same replies read backwards.
+    from voicepipe.bench.draft_agreement import model_agreement
+
+    model, pairs = replies
+    got = model_agreement(model, pairs)
+    assert got["positions"] == sum(len(ref) for _, ref in pairs)
+    assert got["first_guess"] == got["in_vocab"] == 1.0, got
+    backwards = [(ids, ref[::-1]) for ids, ref in pairs]
+    assert model_agreement(model, backwards)["first_guess"] < 0.3

@@ -21,7 +21,8 @@ without a draft counted in 0);
 ``vocab_coverage`` = share of the plain replies' tokens inside the draft's
 reduced vocabulary; with ``--agreement``, ``agreement``: the draft's first guess
 against the target's token along the plain replies, teacher-forced
-(``bench.draft_agreement``); for a hybrid, ``ngram_steps`` / ``store_steps``: passes
+(``bench.draft_agreement``; with ``--engine`` a GGUF draft model's greedy guess
+likewise, what an EAGLE draft is held against); for a hybrid, ``ngram_steps`` / ``store_steps``: passes
 drafted by prompt lookup / the reply store. ``--siblings 0.05,off`` runs each
 EAGLE drafter once per runner-up threshold (rows "<drafter> siblings=<value>"),
 to weigh the draft tree against the chain in one run; ``--store on,off`` once
@@ -35,6 +36,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
 def _run(dec, prompt: list[int], max_new: int, stop: set[int]):
@@ -74,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     rows: dict[str, SpeculativeDecoder] = {}
     vocabs: dict[str, set[int]] = {}
     eagles: dict[str, str] = {}  # row -> its EAGLE draft's name or path (--agreement)
+    models: dict[str, Any] = {}  # row -> its GGUF draft model (--agreement, --engine)
     alts = _siblings(args.siblings)
     stores = _stores(args.store)
     for name, alt, store in (
@@ -91,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             if eng.eagle is not None:
                 vocabs[row] = set(eng.eagle.vocab)
                 eagles[row] = name.removeprefix(HYBRID)
+            elif eng.draft_model is not None:
+                models[row] = eng.draft_model
             continue
         if name == "ngram":
             ft, prop = E.ModelTarget(m), NgramProposer()
@@ -194,6 +199,10 @@ def run(args: argparse.Namespace) -> int:
             report["drafters"][name]["vocab_coverage"] = round(cov, 4)
     if args.agreement:
         _agreement(report, m, eagles, pairs)
+        from voicepipe.bench.draft_agreement import model_agreement
+
+        for row, dm in models.items():  # a draft model's own greedy guess, teacher-forced
+            report["drafters"][row]["agreement"] = model_agreement(dm, pairs)
     print(json.dumps(report, indent=None if args.json else 2))
     return 0 if all(r["identical"] == len(prompts) for r in res.values()) else 1
 
@@ -326,7 +335,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--agreement",
         action="store_true",
         help="also each EAGLE draft's first-guess agreement with the target, teacher-forced "
-        "along the plain replies (the fit's val_top1 measure, on these prompts)",
+        "along the plain replies (the fit's val_top1 measure, on these prompts); with "
+        "--engine, a GGUF draft model's (e.g. ngram+qwen2.5-coder-0.5b) too",
     )
     p.add_argument("--json", action="store_true", help="print only the JSON object")
     p.set_defaults(func=run)

@@ -76,3 +76,26 @@ def agreement(draft: Any, emb: Any, samples: list[dict[str, Any]]) -> dict[str, 
         "positions": n,
         "in_vocab_positions": n_in,
     }
+
+
+def model_agreement(model: Any, pairs: list[tuple[list[int], list[int]]]) -> dict[str, Any]:
+    """The same first-guess share for a draft *model* (a GGUF of the target's family): its
+    greedy token after each reply prefix (one prefill of the prompt, one pass over the
+    reply) against the token the target chose; every reply position counts, as above.
+    It has the whole vocabulary, so ``in_vocab`` is ``first_guess``."""
+    from voicepipe.nn.llm.target import ModelTarget
+
+    hit = n = 0
+    t = ModelTarget(model, max(len(p) + len(r) for p, r in pairs) + 1)
+    t.prefixes = None
+    for prompt, reply in pairs:
+        if not reply:
+            continue
+        t.rollback(0)
+        first = int(t.prefill(prompt).argmax())
+        rest = t.score(reply[:-1]).best.tolist() if len(reply) > 1 else []
+        guesses = [first, *rest]
+        hit += sum(g == w for g, w in zip(guesses, reply, strict=True))
+        n += len(reply)
+    share = round(hit / max(1, n), 4)
+    return {"first_guess": share, "in_vocab": share, "positions": n, "in_vocab_positions": n}
