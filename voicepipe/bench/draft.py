@@ -22,11 +22,12 @@ without a draft counted in 0);
 reduced vocabulary; with ``--agreement``, ``agreement``: the draft's first guess
 against the target's token along the plain replies, teacher-forced
 (``bench.draft_agreement``; with ``--engine`` a GGUF draft model's greedy guess
-likewise, what an EAGLE draft is held against); for a hybrid, ``ngram_steps`` / ``store_steps``: passes
-drafted by prompt lookup / the reply store. ``--siblings 0.05,off`` runs each
-EAGLE drafter once per runner-up threshold (rows "<drafter> siblings=<value>"),
-to weigh the draft tree against the chain in one run; ``--store on,off`` once
-with and once without the draft's reply store (spec.replies).
+likewise, what an EAGLE draft is held against); for a hybrid, ``ngram_steps`` /
+``store_steps``: passes drafted by prompt lookup / the reply store.
+``--siblings 0.05,off`` runs each EAGLE drafter once per runner-up threshold
+(rows "<drafter> siblings=<value>"), to weigh the draft tree against the chain in
+one run; ``--store on,off`` once with and once without the draft's reply store
+(spec.replies).
 """
 
 from __future__ import annotations

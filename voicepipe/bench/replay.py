@@ -132,11 +132,13 @@ def _timed_steps(eng, ids: list[int], n: int) -> float:
     return best_d / best_t
 
 
-def _chain_model(R, costs, sites: list, goals: str) -> dict:
+def _chain_model(costs, sites: list, goals: str) -> dict:
     """What a chain drafter whose every guess holds with one probability α gets at this
     run's pass costs (``spec.replay.chain_speedup``, K ≤ 4): at α = the draft's measured
     first-guess share (to hold beside the replayed ``eagle_chain``: how far the model is
     from the real draft), and the α each speedup in ``goals`` needs."""
+    from voicepipe.speculative import replay as R
+
     traced = [s for s in sites if s.eagle_confs]
     alpha = sum(s.eagle_ok > 0 for s in traced) / max(1, len(traced))
     return {
@@ -289,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
         "draft_step_cost": round(costs.draft_step, 3),
         "policies": rows,
         "first_guess": R.first_guess_accuracy([x for s in sites for x in s]),
-        "chain_model": _chain_model(R, costs, [x for s in sites for x in s], args.goals),
+        "chain_model": _chain_model(costs, [x for s in sites for x in s], args.goals),
     }
     print(json.dumps(report, indent=None if args.json else 2))
     return 0

@@ -51,7 +51,7 @@ def widen_ffn(
     if want > f:
         raise ValueError(f"--ffn-dim {want}: the target's layer has only {f} channels")
     new = extra_channels(w13, w2, have, want)
-    if len(new) != want - have:  # ties in the ranking: take the next ones in order
+    if len(new) != want - have:  # a tie at either cut: refuse rather than guess which
         raise ValueError(f"could not rank {want - have} new channels (got {len(new)})")
     gate, up = d13[:have], d13[have:]
     out = dict(state)

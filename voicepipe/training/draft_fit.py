@@ -214,7 +214,10 @@ def fit(args: argparse.Namespace) -> int:
         if init.args.ffn_dim != a.ffn_dim:  # a wider draft that keeps what this one learned
             src = target.layers[-1]
             w13, w2 = src.w13.dequantized().float(), src.w2.dequantized().float()
-            sd = widen_ffn(sd, w13, w2, a.ffn_dim)
+            try:
+                sd = widen_ffn(sd, w13, w2, a.ffn_dim)
+            except ValueError as e:  # e.g. --ffn-dim narrower than the trained draft
+                raise SystemExit(f"train draft --init {args.init}: {e}") from e
         model.load_state_dict(sd, strict=False)
     elif state is None:
         _init_from_target(model, target)
