@@ -199,20 +199,24 @@ def run(args: argparse.Namespace) -> int:
             cov = sum(t in vocabs[name] for t in refs) / max(1, len(refs))
             report["drafters"][name]["vocab_coverage"] = round(cov, 4)
     if args.agreement:
-        _agreement(report, m, eagles, pairs)
-        from voicepipe.bench.draft_agreement import model_agreement
-
-        for row, dm in models.items():  # a draft model's own greedy guess, teacher-forced
-            report["drafters"][row]["agreement"] = model_agreement(dm, pairs)
+        _agreement(report, m, eagles, models, pairs)
     print(json.dumps(report, indent=None if args.json else 2))
     return 0 if all(r["identical"] == len(prompts) for r in res.values()) else 1
 
 
-def _agreement(report: dict, m, eagles: dict[str, str], pairs: list) -> None:
+def _agreement(
+    report: dict, m, eagles: dict[str, str], models: dict[str, Any], pairs: list
+) -> None:
     """Each EAGLE drafter row's teacher-forced first-guess agreement (bench.draft_agreement)
-    along the plain replies, computed once per draft."""
-    from voicepipe.bench.draft_agreement import agreement, samples
+    along the plain replies, computed once per draft; a draft model's row likewise, from
+    its own greedy guess."""
+    from voicepipe.bench.draft_agreement import agreement, model_agreement, samples
     from voicepipe.nn.llm.draft_spec import load_draft
+
+    for row, dm in models.items():
+        report["drafters"][row]["agreement"] = model_agreement(dm, pairs)
+    if not eagles:
+        return
 
     rows = samples(m, pairs)
     emb = m.embed.float()

@@ -50,6 +50,10 @@ import os
 import sys
 import time
 
+# How many guesses the EAGLE draft is traced deep at every position: what the draft-only
+# policies, the oracles and the chain model can draft.
+DRAFT_DEPTH = 4
+
 
 def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:
     """The reply's Site per position (sites[i]: after its first i+1 tokens)."""
@@ -67,7 +71,7 @@ def _sites(eng, ids: list[int], max_new: int, stop: set[int]) -> list:
         ctx = ids + out
         order, start = lookup.lookup(ctx)
         cont = ctx[start : start + 16] if order else []
-        guess = eagle.propose(ctx, 4).tokens
+        guess = eagle.propose(ctx, DRAFT_DEPTH).tokens
         stored: tuple = (0, [], [])  # the store's match, continuation, shares (no threshold)
         if replies is not None:
             m = replies.match(ctx)
@@ -134,7 +138,7 @@ def _timed_steps(eng, ids: list[int], n: int) -> float:
 
 def _chain_model(costs, sites: list, goals: str) -> dict:
     """What a chain drafter whose every guess holds with one probability α gets at this
-    run's pass costs (``spec.replay.chain_speedup``, K ≤ 4): at α = the draft's measured
+    run's pass costs (``spec.replay.chain_speedup``, K ≤ DRAFT_DEPTH): at α = the draft's measured
     first-guess share (to hold beside the replayed ``eagle_chain``: how far the model is
     from the real draft), and the α each speedup in ``goals`` needs."""
     from voicepipe.speculative import replay as R
@@ -144,9 +148,11 @@ def _chain_model(costs, sites: list, goals: str) -> dict:
     return {
         "first_guess": round(alpha, 3),
         "speedup_at_first_guess": round(
-            max(R.chain_speedup(alpha, costs, k) for k in range(1, 5)), 3
+            max(R.chain_speedup(alpha, costs, k) for k in range(1, DRAFT_DEPTH + 1)), 3
         ),
-        "agreement_needed": {g: R.agreement_for(float(g), costs, 4) for g in goals.split(",")},
+        "agreement_needed": {
+            g: R.agreement_for(float(g), costs, DRAFT_DEPTH) for g in goals.split(",")
+        },
     }
 
 
@@ -261,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
             )
 
     # Upper bounds, not policies: every source (or the draft alone) drafted exactly as far
-    # as the reply confirms, at the engine's largest K (the draft is traced 4 deep).
+    # as the reply confirms, at the engine's largest K (the draft is traced DRAFT_DEPTH deep).
     def fixed() -> AdaptiveK:
         return AdaptiveK(T.lookup_k_max, k_max=T.lookup_k_max, adaptive=False)
 

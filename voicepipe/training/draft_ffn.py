@@ -15,23 +15,21 @@ from __future__ import annotations
 import torch
 
 
-def ffn_channels(w13: torch.Tensor, w2: torch.Tensor, n: int) -> torch.Tensor:
-    """The n FFN channels (ascending) of a SwiGLU layer that move the most.
+def channel_ranks(w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """A SwiGLU layer's FFN channels, the ones that move the most first.
 
     w13 (2f, dim) gate ‖ up, w2 (dim, f). A channel's output is bounded by its
-    gate and up rows' norms times its down column's norm: a draft narrower than
-    the target's layer starts from the channels that carry the most of it.
+    gate and up rows' norms times its down column's norm.
     """
     f = w2.shape[1]
     score = w13[:f].norm(dim=1) * w13[f:].norm(dim=1) * w2.norm(dim=0)
-    return torch.sort(torch.topk(score, n).indices).values
+    return torch.argsort(score, descending=True, stable=True)
 
 
-def extra_channels(w13: torch.Tensor, w2: torch.Tensor, have: int, want: int) -> torch.Tensor:
-    """The target channels ranked have+1 .. want (ascending): top-``want`` minus top-``have``."""
-    kept = set(ffn_channels(w13, w2, have).tolist())
-    wide = ffn_channels(w13, w2, want).tolist()
-    return torch.tensor([c for c in wide if c not in kept], dtype=torch.long)
+def ffn_channels(w13: torch.Tensor, w2: torch.Tensor, n: int) -> torch.Tensor:
+    """The n FFN channels (ascending) that move the most: a draft narrower than the
+    target's layer starts from the channels that carry the most of it."""
+    return torch.sort(channel_ranks(w13, w2)[:n]).values
 
 
 def widen_ffn(
@@ -50,9 +48,7 @@ def widen_ffn(
         raise ValueError(f"--ffn-dim {want}: the draft is already {have} wide; widen only")
     if want > f:
         raise ValueError(f"--ffn-dim {want}: the target's layer has only {f} channels")
-    new = extra_channels(w13, w2, have, want)
-    if len(new) != want - have:  # a tie at either cut: refuse rather than guess which
-        raise ValueError(f"could not rank {want - have} new channels (got {len(new)})")
+    new = torch.sort(channel_ranks(w13, w2)[have:want]).values  # ranked have+1 … want
     gate, up = d13[:have], d13[have:]
     out = dict(state)
     out[k13] = torch.cat([gate, w13[:f][new].to(d13), up, w13[f:][new].to(d13)])
