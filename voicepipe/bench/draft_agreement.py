@@ -93,7 +93,12 @@ def model_agreement(model: Any, pairs: list[tuple[list[int], list[int]]]) -> dic
             continue
         t.rollback(0)
         first = int(t.prefill(prompt).argmax())
-        rest = t.score(reply[:-1]).best.tolist() if len(reply) > 1 else []
+        rest: list[int] = []
+        if len(reply) > 1:
+            s = t.score(reply[:-1])
+            # ModelTarget fills ``best``; the argmax of the logits is the same token
+            best = s.best if s.best is not None else s.logits.argmax(-1)
+            rest = best.tolist()
         guesses = [first, *rest]
         hit += sum(g == w for g, w in zip(guesses, reply, strict=True))
         n += len(reply)
