@@ -74,6 +74,11 @@ def test_what_is_fixed_and_what_is_chosen() -> None:
     # no parameters: '}}' or ', "arguments": {}' is the model's to choose
     j = G.next('{{"name": "get')
     assert j == Jump('_current_time"', ("}}", ', "arguments": {}'))
+    # ... it chose the arguments: the rest and the closing braces are fixed, and since
+    # the turn ends after them nothing follows that could merge with the last brace
+    # (the empty object's own follow, "}", once carried over and cut the forced text
+    # before its braces, so the turn ended on an unclosed call)
+    assert G.next('{{"name": "get_current_time",') == Jump(' "arguments": {}}}', (), True)
     # optional keys: which one (or none) is a choice; once its first letters pick one,
     # the rest of the key is fixed
     t = '{"name": "set_timer", "arguments": {'

@@ -76,6 +76,11 @@ def test_forced_text_stops_where_the_next_token_would_merge_with_it() -> None:
     reply = TOK.encode('{{"name": "get_time"}}') + [END]
     _, pieces = walk(prop, reply)
     assert pieces == ['"name": "', "_time", "<|im_end|>"]
+    # a tool without parameters given empty arguments: the end of the turn comes after
+    # the whole closing text, never after the part the empty object's brace left uncut
+    reply = TOK.encode('{{"name": "get_time", "arguments": {}}}') + [END]
+    _, pieces = walk(prop, reply)
+    assert pieces == ['"name": "', "_time", ' "arguments": {}}}<|im_end|>']
     # after a key, '":' then ' ' is cut before a value that could merge (' {"' …)
     got = prop.encode_after(IDS["minutes"], '": ', ("1",))
     assert got is not None and text(got) == '": '

@@ -19,7 +19,7 @@ from voicepipe.speculative.types import Scores
 
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 PIECES = [
-    "{{", '{"', ' {"', " {", "}}}", "}}", '"}}\n', '"}}', '",', '":', ' "', "}\n", "\n",
+    "{{", '{"', ' {"', " {", "}}}}", "}}}", "}}", '"}}\n', '"}}', '",', '":', ' "', "}\n", "\n",
     "name", "arguments", "calculate", "set", "_timer", "get", "_time",
     "expression", "minutes", "label", "assistant", "user", " the", " timer", " for",
     " minutes", " name", " is", " set", " true",

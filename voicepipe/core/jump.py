@@ -113,8 +113,10 @@ class CallGrammar:
             j = self._step(body + out, close_tag)
             if j is None:
                 return Jump(out, follow) if out else None
-            if not j.text or j.end:  # (a choice inside a value: the part before knows more)
-                return Jump(out + j.text, j.follow or follow, j.end)
+            if j.end:  # nothing follows but the end of the turn: no sample to cut by
+                return Jump(out + j.text, (), True)
+            if not j.text:  # (a choice inside a value: the part before knows more)
+                return Jump(out, j.follow or follow)
             out += j.text
             follow = j.follow
 
