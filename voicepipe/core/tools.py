@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicepipe.core import calc
+from voicepipe.core.tool_xml import Types, parse_xml_call
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # Tags a call may come in: the template's, and the tools block's own, which
@@ -96,14 +97,18 @@ class Speech:
 Event = Speech | ToolCall | BadCall
 
 
-def parse_call(raw: str) -> ToolCall | BadCall:
+def parse_call(raw: str, types: Types | None = None) -> ToolCall | BadCall:
     """One call's JSON (the text between the tags): ``{"name": …, "arguments": {…}}``.
-    ``arguments`` may also be a JSON string holding the object (OpenAI's wire form)."""
+    ``arguments`` may also be a JSON string holding the object (OpenAI's wire form).
+    With the tools' ``types``, a call written as XML is read too (core/tool_xml.py)."""
     if not raw.strip():
         return BadCall(raw, 'empty: write {"name": …, "arguments": {…}} in the tags')
     try:
         obj, _ = json.JSONDecoder().raw_decode(raw.strip())
     except json.JSONDecodeError as e:
+        xml = parse_xml_call(raw, types) if types is not None else None
+        if xml is not None:
+            return ToolCall(*xml)
         return BadCall(raw, f"not JSON: {e.msg}")
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
         return BadCall(raw, 'expected {"name": …, "arguments": {…}}')
@@ -131,7 +136,8 @@ class CallSplitter:
     call if it is one (``"name"`` and ``"arguments"``) and spoken otherwise.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, types: Types | None = None) -> None:
+        self._types = types  # the tools' argument types: XML calls are read too
         self._buf = ""
         self._close = ""  # inside a tagged call: the tag that ends it
         self._at_start = True  # nothing but whitespace since the start or the last call
@@ -157,7 +163,7 @@ class CallSplitter:
             end = self._buf.find(self._close)
             if end < 0:
                 return False
-            out.append(parse_call(_one_brace(self._buf[:end])))
+            out.append(parse_call(_one_brace(self._buf[:end]), self._types))
             self._buf = self._buf[end + len(self._close) :]
             self._close, self._at_start = "", True
             return True
@@ -193,7 +199,7 @@ class CallSplitter:
         if end is None:
             return False
         self._bare_open = False
-        event = parse_call(_one_brace(body[:end]))
+        event = parse_call(_one_brace(body[:end]), self._types)
         self._buf = body[end:]
         if isinstance(event, ToolCall):
             out.append(event)
@@ -210,7 +216,7 @@ class CallSplitter:
         rest, self._buf = self._buf, ""
         if self._close or self._bare_open:
             self._close, self._bare_open = "", False
-            return [parse_call(_one_brace(rest))]
+            return [parse_call(_one_brace(rest), self._types)]
         if self._eat_braces:
             rest = rest.lstrip("} \n")
         return [Speech(rest)] if rest.strip() else []

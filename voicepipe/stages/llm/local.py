@@ -34,6 +34,7 @@ from typing import Any
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
 from voicepipe.core.text.chunker import Chunker
+from voicepipe.core.tool_xml import schema_types
 from voicepipe.core.tools import FORCED_CALL, BadCall, CallSplitter, Speech, ToolCall
 from voicepipe.nn.threads import BUDGET
 from voicepipe.schedulers.llm_batch import Batcher, Steps, batcher_for
@@ -182,7 +183,8 @@ class LocalEngine:
             while True:  # one pass per tool round: the model stops after its calls
                 steps = Steps(batcher, dec, ids, conv.max_new_tokens, stop, self.lock)
                 stream = StreamDecoder(eng.tokenizer, keep)
-                split = CallSplitter() if conv.specs else None  # calls never reach speech
+                # calls never reach speech (read in XML too, by the tools' argument types)
+                split = CallSplitter(schema_types(conv.specs)) if conv.specs else None
                 said: list[str] = []  # this pass's text, spoken or not yet
                 calls: list[ToolCall | BadCall] = []
                 if split is not None and forced:
