@@ -76,6 +76,12 @@ CASES = [
     # Braces inside an argument's string are text, not the call's own (bare and doubled).
     ('{"name": "note", "arguments": {"text": "}"}}', [ToolCall("note", {"text": "}"})]),
     ('{{"name": "note", "arguments": {"text": "a}b{"}}}}', [ToolCall("note", {"text": "a}b{"})]),
+    # An echoed tool result is dropped, closed or not (what the 1.5B said after a bad call)
+    (
+        'Sorry. <tool_response>\n{"error": "bad"}\n</tool_response> Again?',
+        [Speech("Sorry.  Again?")],
+    ),  # fmt: skip
+    ('<tool_response>\n{"error": "bad tool call (not JSON). Call again', []),
     # A reply cut off inside a call still made it (and says nothing of it).
     (
         '<tool_call>\n{"name": "calculate", "arguments": {"expression": "2+2"}}',
@@ -100,8 +106,9 @@ def test_splitter_any_delta_boundaries(text: str, want: list[object], cuts: list
 def test_speech_never_carries_a_tag_and_loses_no_plain_text(text: str) -> None:
     events = _split(text, [len(text) // 2])
     spoken = "".join(e.text for e in events if isinstance(e, Speech))
-    assert "<tool_call>" not in spoken
-    if "<tool_call>" not in text and not text.lstrip().startswith("{"):
+    assert "<tool_call>" not in spoken and "<tool_response>" not in spoken
+    tagged = any(t in text for t in ("<tool_call>", "<tools>", "<tool_response>"))
+    if not tagged and not text.lstrip().startswith("{"):
         assert spoken == text or spoken.strip() == text.strip()
 
 

@@ -36,6 +36,11 @@ TAGS = {OPEN: CLOSE, "<tools>": "</tools>"}
 # How a call begins (the template's tag and JSON): the LLM stage starts the model on it
 # when the model opened a call and left it empty.
 FORCED_CALL = OPEN + '\n{"name": "'
+# A tool result's tags (the template wraps results in them): a model that writes one
+# is echoing a result, never speaking to the user (after a bad call the 1.5B read its
+# error back inside them). What they hold is dropped.
+ECHO = {"<tool_response>": "</tool_response>"}
+_OPENERS = (*TAGS, *ECHO)
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -133,13 +138,15 @@ class CallSplitter:
     models write when the template's instruction shows it (Qwen2.5-Coder-1.5B copies
     its GGUF template's ``{{"name": …}}`` literally, doubled braces and all, without
     the tags). A bare object is held back until its braces balance, then read as a
-    call if it is one (``"name"`` and ``"arguments"``) and spoken otherwise.
+    call if it is one (``"name"`` and ``"arguments"``) and spoken otherwise. Text in
+    a tool result's tags (``ECHO``) is neither: it is dropped.
     """
 
     def __init__(self, types: Types | None = None) -> None:
         self._types = types  # the tools' argument types: XML calls are read too
         self._buf = ""
         self._close = ""  # inside a tagged call: the tag that ends it
+        self._echo = False  # the tagged text is an echoed tool result: dropped
         self._at_start = True  # nothing but whitespace since the start or the last call
         self._eat_braces = False  # a bare call's surplus closing braces may follow
         self._bare_open = False  # a bare object begun, its braces not yet balanced
@@ -163,21 +170,24 @@ class CallSplitter:
             end = self._buf.find(self._close)
             if end < 0:
                 return False
-            out.append(parse_call(_one_brace(self._buf[:end]), self._types))
+            if not self._echo:
+                out.append(parse_call(_one_brace(self._buf[:end]), self._types))
             self._buf = self._buf[end + len(self._close) :]
-            self._close, self._at_start = "", True
+            self._close, self._echo, self._at_start = "", False, True
             return True
         if self._at_start and self._buf.lstrip().startswith("{"):
             return self._bare(out)
-        found = [(i, tag) for tag in TAGS if (i := self._buf.find(tag)) >= 0]
+        found = [(i, tag) for tag in _OPENERS if (i := self._buf.find(tag)) >= 0]
         if found:
             start, tag = min(found)
             before = self._buf[:start]
             if before.strip() or (before and not self._at_start):
                 out.append(Speech(before))
             self._buf = self._buf[start + len(tag) :]
-            self._close = TAGS[tag]
-            self.calls += 1
+            self._echo = tag in ECHO
+            self._close = ECHO[tag] if self._echo else TAGS[tag]
+            if not self._echo:
+                self.calls += 1
             return True
         keep = _partial_tag(self._buf)  # "<tool_c" at the end may be a tag's start
         cut = len(self._buf) - keep
@@ -214,6 +224,9 @@ class CallSplitter:
         """The reply ended: a call left open is read as far as it got (a model that stops
         right after the JSON, without the closing tag, still made its call)."""
         rest, self._buf = self._buf, ""
+        if self._echo:  # an echo never closed: dropped to the end
+            self._close, self._echo = "", False
+            return []
         if self._close or self._bare_open:
             self._close, self._bare_open = "", False
             return [parse_call(_one_brace(rest), self._types)]
@@ -269,8 +282,8 @@ def _balanced_end(text: str) -> int | None:
 
 def _partial_tag(text: str) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of an open tag."""
-    for n in range(min(len(OPEN) - 1, len(text)), 0, -1):
-        if any(tag.startswith(text[-n:]) for tag in TAGS):
+    for n in range(min(max(map(len, _OPENERS)) - 1, len(text)), 0, -1):
+        if any(tag.startswith(text[-n:]) for tag in _OPENERS):
             return n
     return 0
 
