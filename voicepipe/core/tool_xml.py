@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # name → {key → JSON type ("" when the schema gives none)}
@@ -32,6 +32,7 @@ _ARGS = re.compile(r"<arguments>(.*?)</arguments>", re.S)
 _ELEM = re.compile(r"<([A-Za-z_][\w.-]*)>(.*?)</\1\s*>", re.S)
 _FN_EQ = re.compile(r"<function=\s*([^>\s]+)\s*>", re.S)
 _PARAM_EQ = re.compile(r"<parameter=\s*([^>\s]+)\s*>(.*?)</parameter\s*>", re.S)
+_CONTAINERS: dict[str, type] = {"object": dict, "array": list, "null": type(None)}
 
 
 def parse_xml_call(raw: str, types: Types) -> tuple[str, dict[str, Any]] | None:
@@ -75,14 +76,14 @@ def typed(text: str, typ: str) -> Any:
         ok = isinstance(v, int | float) and not isinstance(v, bool)
     elif typ == "boolean":
         ok = isinstance(v, bool)
-    elif typ in ("object", "array", "null"):
-        ok = isinstance(v, {"object": dict, "array": list, "null": type(None)}[typ])
+    elif typ in _CONTAINERS:
+        ok = isinstance(v, _CONTAINERS[typ])
     else:  # no type given: a scalar JSON reads as itself, anything else is text
         ok = isinstance(v, int | float | bool) or v is None
     return v if ok else text
 
 
-def schema_types(specs: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+def schema_types(specs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """``Types`` from the chat template's tool entries (or bare functions)."""
     out: dict[str, dict[str, str]] = {}
     for spec in specs:
@@ -90,9 +91,11 @@ def schema_types(specs: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             continue
         props = (fn.get("parameters") or {}).get("properties") or {}
-        out[fn["name"]] = {
-            str(k): (p.get("type") if isinstance(p, Mapping) and isinstance(p.get("type"), str)
-                     else "")
-            for k, p in props.items()
-        }  # fmt: skip
+        out[fn["name"]] = {str(k): _type_of(p) for k, p in props.items()}
     return out
+
+
+def _type_of(prop: Any) -> str:
+    """A property's one JSON type, or "" (none given, or a list of types)."""
+    t = prop.get("type") if isinstance(prop, Mapping) else None
+    return t if isinstance(t, str) else ""
