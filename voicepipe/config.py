@@ -331,6 +331,10 @@ class ToolsConfig:
     # dead air; the answer follows when it comes (0: never).
     filler_after_ms: float = 700.0
     filler: str = "One moment."
+    # A round whose every call names a tool there is not (the model reached for one to
+    # act in the world: "send_email", "play_music") is answered with this, no second
+    # model round: told "no tool named …", the 1.5B read that aloud. "": the model answers.
+    unknown_reply: str = "Sorry, I can't do that from here."
 
     def __post_init__(self) -> None:
         if not 0 <= self.filler_after_ms < float("inf"):

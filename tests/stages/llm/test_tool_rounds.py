@@ -72,6 +72,28 @@ async def test_no_template_answer_when_a_call_failed_or_was_malformed() -> None:
     assert rnd.spoken_answer(_box()) is None  # the model hears of its bad call
 
 
+async def test_a_call_to_no_such_tool_gets_the_configured_reply() -> None:
+    from voicepipe import config
+
+    sorry = config.load(None).tools.unknown_reply
+    assert sorry  # on by default
+    rnd = Round(started_ns=0, calls=[ToolCall("send_email", {"to": "landlord"})])
+    await run_round(_box(), rnd, _Ctx(), 30.0)  # type: ignore[arg-type]
+    assert not rnd.results[0]["ok"] and "no tool named" in rnd.results[0]["content"]
+    assert rnd.spoken_answer(_box(), sorry) == sorry
+    assert rnd.spoken_answer(_box(), sorry, speak=False) == sorry  # not a tool's template
+    assert rnd.spoken_answer(_box(), "") is None  # off: the model reads the error
+    # one real call beside it: the model answers (it has a result to say)
+    calls = [ToolCall("send_email", {}), ToolCall("calculate", {"expression": "1 + 1"})]
+    rnd = Round(started_ns=0, calls=calls)
+    await run_round(_box(), rnd, _Ctx(), 30.0)  # type: ignore[arg-type]
+    assert rnd.spoken_answer(_box(), sorry) is None
+    # the built-ins' templates are off, the unknown reply is not
+    rnd = Round(started_ns=0, calls=[ToolCall("calculate", {"expression": "1 + 1"})])
+    await run_round(_box(), rnd, _Ctx(), 30.0)  # type: ignore[arg-type]
+    assert rnd.spoken_answer(_box(), sorry, speak=False) is None
+
+
 async def test_an_interrupted_round_stops_waiting() -> None:
     GATE.clear()
     rnd = Round(started_ns=0, calls=[ToolCall("slow_search", {"query": "tea"})])

@@ -263,7 +263,7 @@ class LocalEngine:
                     tcfg.filler_after_ms / 1e3,
                 )  # fmt: skip
                 r.tool_msgs += rnd.messages(text)
-                answer = rnd.spoken_answer(box) if tcfg.speak_results else None
+                answer = rnd.spoken_answer(box, tcfg.unknown_reply, tcfg.speak_results)
                 if answer is not None:
                     # The tools say their results themselves: no second model round. The
                     # conversation still holds the call, the results and this answer.

@@ -268,10 +268,15 @@ class Round:
             "passes_per_call": round(self.passes / max(1, len(self.calls) + len(self.errors)), 2),
         }
 
-    def spoken_answer(self, box: Toolbox) -> str | None:
-        """The round's answer said by its tools themselves (every call answered, each by
-        a tool with ``speak``), or None: the model reads the results and answers."""
+    def spoken_answer(self, box: Toolbox, unknown: str = "", speak: bool = True) -> str | None:
+        """The round's answer without the model: ``unknown`` when every call names a tool
+        there is not; with ``speak``, said by the tools themselves (every call answered,
+        each by a tool with ``speak``); else None: the model reads the results."""
         if self.errors or not self.calls or len(self.results) != len(self.calls):
+            return None
+        if unknown and all(c.name not in box.tools for c in self.calls):
+            return unknown
+        if not speak:
             return None
         parts = []
         for call, res in zip(self.calls, self.results, strict=True):
