@@ -335,6 +335,10 @@ class ToolsConfig:
     # act in the world: "send_email", "play_music") is answered with this, no second
     # model round: told "no tool named …", the 1.5B read that aloud. "": the model answers.
     unknown_reply: str = "Sorry, I can't do that from here."
+    # A reply whose speech names a tool ("Call getcurrenttime to determine the time…",
+    # the 1.5B's recital of its instructions when asked what to do after a mishap) is
+    # decoded again without tools if nothing was said yet, else ended (core/recital.py).
+    recital_guard: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.filler_after_ms < float("inf"):

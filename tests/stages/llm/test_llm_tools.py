@@ -147,3 +147,30 @@ async def test_tools_off_by_config_render_no_tools(cfg, engine):
     assert stage.tools is None
     assert stage.messages[0]["content"] == cfg.llm.system_prompt
     assert "<tools>" not in engine.tokenizer.decode(stage.backend.prompt("Hi."), skip_special=False)
+
+
+async def test_a_reply_reciting_its_tools_is_answered_again_without_them(cfg, engine):
+    """Asked what to do after a mishap, the 1.5B with tools began "Call getcurrenttime to
+    determine the time…" (the development set of bench answers): nothing of that is said
+    or shown; the reply is decoded again without tools and gives advice."""
+    ask = "I spilled hot coffee on my hand. What should I do?"
+    stage = LlmStage(cfg, engine.fork())
+    got = await _turn(stage, ask)
+    await stage.stop()
+    (recital,) = [f for f in got if isinstance(f, SpanFrame) and f.name == "llm.recital"]
+    assert "get_current_time" in recital.attrs["tools"]
+    spoken = " ".join(f.text for f in got if isinstance(f, TextChunk))
+    shown = "".join(f.text for f in got if isinstance(f, TextDelta))
+    for text in (spoken, shown):
+        low = text.lower().replace("_", "")
+        assert "water" in low and "getcurrenttime" not in low and "settimer" not in low, text
+    # the conversation holds the question and the answer said, nothing of the recital
+    assert [m["role"] for m in stage.messages[-2:]] == ["user", "assistant"]
+    assert stage.messages[-1]["content"] == shown.strip()
+    # with the guard off the same question recites (what the guard is for)
+    off = dataclasses.replace(cfg, tools=dataclasses.replace(cfg.tools, recital_guard=False))
+    stage = LlmStage(off, engine.fork())
+    got = await _turn(stage, ask)
+    await stage.stop()
+    shown = "".join(f.text for f in got if isinstance(f, TextDelta)).lower()
+    assert "getcurrenttime" in shown.replace("_", ""), shown

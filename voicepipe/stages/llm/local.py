@@ -33,6 +33,7 @@ from typing import Any
 
 from voicepipe.clock import now_ns
 from voicepipe.config import Config
+from voicepipe.core.recital import RecitalGuard
 from voicepipe.core.text.chunker import Chunker
 from voicepipe.core.tool_xml import schema_types
 from voicepipe.core.tools import FORCED_CALL, BadCall, CallSplitter, Speech, ToolCall
@@ -91,15 +92,24 @@ class LocalEngine:
             # traceback, a test): a finished session must not keep them until a full GC.
             self.engine = None
 
-    def prompt(self, user_text: str, extra: list[Message] | None = None) -> list[int]:
+    def prompt(
+        self, user_text: str, extra: list[Message] | None = None, tools: bool = True
+    ) -> list[int]:
         """The prompt's token ids: the conversation, ``user_text`` and ``extra`` (this
-        reply's tool round so far), within the cache's length less the reply's budget."""
+        reply's tool round so far), within the cache's length less the reply's budget.
+        ``tools=False``: no tools block, and the tools' system prompt (if in force) is
+        ``llm.system_prompt``, the one that says there are none."""
         eng = self.engine
         budget = eng.target.max_len - self.conv.max_new_tokens - 8
-        kw = {"tools": self.conv.specs} if self.conv.specs else {}
-        return self.conv.fit(
-            lambda msgs: eng.tokenizer.chat_ids(msgs, **kw), budget, user_text, extra
-        )
+        kw = {"tools": self.conv.specs} if self.conv.specs and tools else {}
+        plain = {self.cfg.tools.system_prompt: self.cfg.llm.system_prompt} if not tools else {}
+
+        def render(msgs: list[Message]) -> list[int]:
+            if plain and msgs and msgs[0]["role"] == "system" and msgs[0]["content"] in plain:
+                msgs = [{"role": "system", "content": plain[msgs[0]["content"]]}, *msgs[1:]]
+            return eng.tokenizer.chat_ids(msgs, **kw)  # type: ignore[no-any-return]
+
+        return self.conv.fit(render, budget, user_text, extra)
 
     def step(self, gen: Iterator[list[int]]) -> object:
         with self.lock:
@@ -176,6 +186,8 @@ class LocalEngine:
 
         dec = decoder()
         done: list[Any] = []  # the decoders of the reply's earlier passes (tool rounds)
+        specs = conv.specs  # None once a recital made the reply start again without tools
+        names = [s["function"]["name"] for s in specs or []]
         batcher = self._batcher()
         steps: Steps | None = None
         BUDGET.start_session()  # (voicepipe/nn/threads.py: other calls' thread counts)
@@ -184,7 +196,12 @@ class LocalEngine:
                 steps = Steps(batcher, dec, ids, conv.max_new_tokens, stop, self.lock)
                 stream = StreamDecoder(eng.tokenizer, keep)
                 # calls never reach speech (read in XML too, by the tools' argument types)
-                split = CallSplitter(schema_types(conv.specs)) if conv.specs else None
+                split = CallSplitter(schema_types(specs)) if specs else None
+                guard = (
+                    RecitalGuard(names, self.cfg.llm.first_break_words)
+                    if specs and self.cfg.tools.recital_guard
+                    else None
+                )
                 said: list[str] = []  # this pass's text, spoken or not yet
                 calls: list[ToolCall | BadCall] = []
                 if split is not None and forced:
@@ -221,9 +238,28 @@ class LocalEngine:
                         events = split.push(delta)
                         if split.calls > before and not call_ns:
                             call_ns = t
+                    if guard is not None:
+                        events = guarded(guard, events)
+                        if guard.recital:
+                            break
                     await r.say_events(chunker, events, said, calls)
+                if guard is not None and guard.recital:
+                    steps.close()
+                    if guard.released or rounds:
+                        break  # said in part: it ends after its last whole clause
+                    # Nothing said yet: the reply again, without tools (core/recital.py).
+                    specs = None
+                    ids = self.prompt(r.text, r.tool_msgs, tools=False)
+                    await self._prefill(ids)
+                    await r.span("llm.recital", last_tok_ns, now_ns(), tools=names)
+                    done.append(dec)
+                    dec = eng.decoder()
+                    continue
                 if split is not None:
-                    await r.say_events(chunker, split.flush(), said, calls)
+                    tail = split.flush()
+                    if guard is not None:
+                        tail = [*guarded(guard, tail), Speech(guard.flush())]
+                    await r.say_events(chunker, tail, said, calls)
                 text = "".join(said).strip()
                 if await client_calls(r, calls, text, conv.client_tool_names):
                     break  # the client runs them: this reply ends with its calls
@@ -294,6 +330,19 @@ class LocalEngine:
             if rounds:
                 m["tool_rounds"] = rounds
             r.metrics = m
+
+
+def guarded(guard: RecitalGuard, events: list[Any]) -> list[Any]:
+    """``events`` with their speech passed through ``guard`` (held text goes out before a
+    call, which follows it in the reply)."""
+    out: list[Any] = []
+    for ev in events:
+        text = guard.push(ev.text) if isinstance(ev, Speech) else guard.flush()
+        if text:
+            out.append(Speech(text))
+        if not isinstance(ev, Speech):
+            out.append(ev)
+    return out
 
 
 def all_passes(decoders: list[Any]) -> dict[str, Any]:
