@@ -337,7 +337,8 @@ class ToolsConfig:
     unknown_reply: str = "Sorry, I can't do that from here."
     # A reply whose speech names a tool ("Call getcurrenttime to determine the time…",
     # the 1.5B's recital of its instructions when asked what to do after a mishap) is
-    # decoded again without tools if nothing was said yet, else ended (core/recital.py).
+    # decoded again without tools if nothing was said yet, else ended with the chunks the
+    # TTS has (core/recital.py).
     recital_guard: bool = True
 
     def __post_init__(self) -> None:

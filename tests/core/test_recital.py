@@ -40,22 +40,23 @@ def test_a_recital_in_the_first_words_is_never_said() -> None:
     assert out == "" and g.recital
 
 
-def test_a_later_recital_ends_the_reply_after_its_last_whole_clause() -> None:
+def test_a_later_recital_stops_the_speech_where_the_name_begins() -> None:
     text = (
         "To book a table for two, you can call the restaurant. Or call the "
         '"get_current_time" function first.'
     )
     out, g = run(text, list(range(0, len(text), 4)))  # streamed a few characters a delta
     assert g.recital and g.released
-    assert out == "To book a table for two, you can call the restaurant. "
+    # (the stage speaks only the chunks the TTS already has: up to the restaurant.)
+    assert out == 'To book a table for two, you can call the restaurant. Or call the "'
 
 
 def test_words_that_start_like_a_name_wait_one_token() -> None:
     g = RecitalGuard(NAMES)
     assert g.push("I will get") == ""  # "get" may grow into getcurrenttime
     assert g.push(" you a drink. Set") == "I will get you a drink. "
-    assert g.push("tle it down, okay.") == "Settle it down, "  # by clauses ("Settle": no name)
-    assert g.flush() == "okay."
+    assert g.push("tle it down.") == "Settle it down."  # ("Settle" is no name)
+    assert g.flush() == ""
     assert not g.recital
 
 
@@ -78,12 +79,3 @@ def test_speech_without_a_name_comes_out_whole(text: str, cuts: list[int]) -> No
         return
     out, g = run(text, cuts)
     assert out == text and not g.recital
-
-
-def test_a_clause_without_a_mark_is_not_held_past_the_chunkers_longest() -> None:
-    g = RecitalGuard(NAMES)
-    assert g.push("First, ") == "First, "
-    long = "word " * 30  # 150 characters, no mark
-    out = g.push(long)
-    assert out and long.startswith(out) and len(long) - len(out) <= 120
-    assert g.push("a\nb") == long[len(out) :] + "a\n"  # a new line ends a clause too

@@ -9,12 +9,15 @@ model answers these from what it knows.
 
 ``RecitalGuard`` sits between the reply's speech and the client: it holds the first few
 words (no longer than the clause chunker waits for its first chunk anyway) and any word
-that could still grow into a tool's name, then each clause until its mark (the chunker
-speaks later text by sentences, so that delays no audio), and reports a recital as soon
-as the speech names a tool (``get_current_time`` or ``getcurrenttime``: names of one
-plain word, such as ``calculate``, cannot be told from speech and are not watched). The
-stage then decodes the reply again without tools if nothing was said yet, or ends it
-after the last whole clause said.
+that could still grow into a tool's name, and reports a recital as soon as the speech
+names a tool (``get_current_time`` or ``getcurrenttime``: names of one plain word, such
+as ``calculate``, cannot be told from speech and are not watched). The stage then
+decodes the reply again without tools if nothing was released yet, or ends it with the
+chunks the TTS already has (the clause being written is not spoken).
+
+It holds no more than that: holding each clause to its mark, tried first, kept the
+chunker from seeing the word after a phrase break, and a long first sentence's first
+chunk came 200 ms later (`bench e2e`, 2026-11-29).
 """
 
 from __future__ import annotations
@@ -24,10 +27,6 @@ from collections.abc import Iterable
 
 _WORD_END = re.compile(r"[\w]+$")
 _CLAUSE = re.compile(r"[.!?,;:]")
-# a clause's end as the chunker reads it (core/text/chunker.py), and its longest clause:
-# past that many characters it cuts at a space, so the guard does not wait longer
-_CLAUSE_END = re.compile(r"[.!?…,;:—–][\"')\]”’»]*\s+|\n")
-_LONGEST = 120
 
 
 class RecitalGuard:
@@ -58,16 +57,9 @@ class RecitalGuard:
         if self._found is not None and self._found.search(low):
             self.recital, self._buf = True, ""
             return ""
-        if not self.released:
-            if not self._first_words_known(low):
-                return ""
-            keep = self._partial_name(low)
-        else:  # whole clauses only: a recital later cuts the reply at a clause's end
-            ends = [m.end() for m in _CLAUSE_END.finditer(self._buf)]
-            cut = ends[-1] if ends else 0
-            if len(self._buf) - cut > _LONGEST:  # a clause without a mark: up to a space
-                cut = max(cut, self._buf.rfind(" ") + 1)
-            keep = len(self._buf) - cut
+        if not self.released and not self._first_words_known(low):
+            return ""
+        keep = self._partial_name(low)
         out, self._buf = self._buf[: len(self._buf) - keep], self._buf[len(self._buf) - keep :]
         self.released = self.released or bool(out.strip())
         return out

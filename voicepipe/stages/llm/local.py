@@ -187,6 +187,7 @@ class LocalEngine:
         dec = decoder()
         done: list[Any] = []  # the decoders of the reply's earlier passes (tool rounds)
         specs = conv.specs  # None once a recital made the reply start again without tools
+        cut = False  # a recital after some of the reply was said: it ends there
         names = [s["function"]["name"] for s in specs or []]
         batcher = self._batcher()
         steps: Steps | None = None
@@ -246,7 +247,8 @@ class LocalEngine:
                 if guard is not None and guard.recital:
                     steps.close()
                     if guard.released or rounds:
-                        break  # said in part: it ends after its last whole clause
+                        cut = True  # said in part: it ends with the chunks the TTS has
+                        break
                     # Nothing said yet: the reply again, without tools (core/recital.py).
                     specs = None
                     ids = self.prompt(r.text, r.tool_msgs, tools=False)
@@ -311,7 +313,7 @@ class LocalEngine:
                 ids = self.prompt(r.text, r.tool_msgs)
                 done.append(dec)
                 dec = decoder()
-            await r.end(chunker)
+            await r.end(chunker, rest_too=not cut)
         finally:
             BUDGET.end_session()
             if steps is not None:

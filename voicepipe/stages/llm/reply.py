@@ -87,9 +87,10 @@ class Reply:
             said.append(ev.text)
             await self.say(chunker, ev.text)
 
-    async def end(self, chunker: Chunker) -> None:
-        """The chunker's rest, and the last chunk that ends the reply for the TTS."""
-        rest = chunker.flush()
+    async def end(self, chunker: Chunker, rest_too: bool = True) -> None:
+        """The chunker's rest (unless not ``rest_too``: a reply cut short says only the
+        chunks the TTS has), and the last chunk that ends the reply for the TTS."""
+        rest = chunker.flush() if rest_too else ""
         if rest:
             if not self.spoken:
                 await self.span("llm.first_chunk", self.first_tok_ns, now_ns(), chars=len(rest))
