@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from voicepipe.core.tool_xml import prop_type
 from voicepipe.core.tools import TAGS
 
 NAME_KEY = '"name": "'
@@ -90,10 +91,7 @@ class CallGrammar:
             keys = tuple(str(k) for k in props)
             if any(json.dumps(k) != f'"{k}"' for k in keys):
                 raise ValueError(f"{name}: a key that JSON escapes cannot be forced")
-            types = {}
-            for k, p in props.items():
-                t = p.get("type") if isinstance(p, Mapping) else None
-                types[str(k)] = t if isinstance(t, str) else ""
+            types = {str(k): prop_type(p) for k, p in props.items()}
             req = frozenset(str(k) for k in params.get("required", []) or [] if k in props)
             tools[name] = _Tool(name, keys, req, types)
         if not tools:

@@ -91,11 +91,11 @@ def schema_types(specs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
             continue
         props = (fn.get("parameters") or {}).get("properties") or {}
-        out[fn["name"]] = {str(k): _type_of(p) for k, p in props.items()}
+        out[fn["name"]] = {str(k): prop_type(p) for k, p in props.items()}
     return out
 
 
-def _type_of(prop: Any) -> str:
+def prop_type(prop: Any) -> str:
     """A property's one JSON type, or "" (none given, or a list of types)."""
     t = prop.get("type") if isinstance(prop, Mapping) else None
     return t if isinstance(t, str) else ""

@@ -41,6 +41,7 @@ FORCED_CALL = OPEN + '\n{"name": "'
 # error back inside them). What they hold is dropped.
 ECHO = {"<tool_response>": "</tool_response>"}
 _OPENERS = (*TAGS, *ECHO)
+_LONGEST_OPENER = max(map(len, _OPENERS))
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -282,7 +283,7 @@ def _balanced_end(text: str) -> int | None:
 
 def _partial_tag(text: str) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of an open tag."""
-    for n in range(min(max(map(len, _OPENERS)) - 1, len(text)), 0, -1):
+    for n in range(min(_LONGEST_OPENER - 1, len(text)), 0, -1):
         if any(tag.startswith(text[-n:]) for tag in _OPENERS):
             return n
     return 0

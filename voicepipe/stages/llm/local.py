@@ -50,6 +50,7 @@ from voicepipe.stages.llm.tools import (
     client_calls,
     jump_forcer,
     run_round,
+    system_prompt,
     tag_ids,
     use_skeletons,
 )
@@ -102,11 +103,11 @@ class LocalEngine:
         eng = self.engine
         budget = eng.target.max_len - self.conv.max_new_tokens - 8
         kw = {"tools": self.conv.specs} if self.conv.specs and tools else {}
-        plain = {self.cfg.tools.system_prompt: self.cfg.llm.system_prompt} if not tools else {}
+        with_tools = system_prompt(self.cfg, self.tools.box)  # (the one in force, if ours)
 
         def render(msgs: list[Message]) -> list[int]:
-            if plain and msgs and msgs[0]["role"] == "system" and msgs[0]["content"] in plain:
-                msgs = [{"role": "system", "content": plain[msgs[0]["content"]]}, *msgs[1:]]
+            if not tools and msgs and msgs[0] == {"role": "system", "content": with_tools}:
+                msgs = [{"role": "system", "content": system_prompt(self.cfg, None)}, *msgs[1:]]
             return eng.tokenizer.chat_ids(msgs, **kw)  # type: ignore[no-any-return]
 
         return self.conv.fit(render, budget, user_text, extra)
@@ -187,6 +188,7 @@ class LocalEngine:
         dec = decoder()
         done: list[Any] = []  # the decoders of the reply's earlier passes (tool rounds)
         specs = conv.specs  # None once a recital made the reply start again without tools
+        types = schema_types(specs) if specs else None  # (XML calls are read by them)
         cut = False  # a recital after some of the reply was said: it ends there
         names = [s["function"]["name"] for s in specs or []]
         batcher = self._batcher()
@@ -197,7 +199,7 @@ class LocalEngine:
                 steps = Steps(batcher, dec, ids, conv.max_new_tokens, stop, self.lock)
                 stream = StreamDecoder(eng.tokenizer, keep)
                 # calls never reach speech (read in XML too, by the tools' argument types)
-                split = CallSplitter(schema_types(specs)) if specs else None
+                split = CallSplitter(types) if specs else None
                 guard = (
                     RecitalGuard(names, self.cfg.llm.first_break_words)
                     if specs and self.cfg.tools.recital_guard
